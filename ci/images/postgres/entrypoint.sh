@@ -1,0 +1,50 @@
+#!/bin/sh
+# Mirrors the upstream postgres image: initialise PGDATA on first start, then run the server as
+# the postgres user in the foreground. Arguments after `postgres`, or flags alone
+# (e.g. `-c fsync=off`), go to the server.
+set -eu
+: "${POSTGRES_USER:=postgres}"
+: "${POSTGRES_DB:=$POSTGRES_USER}"
+: "${POSTGRES_HOST_AUTH_METHOD:=scram-sha-256}"
+: "${POSTGRES_INITDB_ARGS:=}"
+template=/var/lib/postgresql/template
+as_postgres() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
+sql_literal() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/''/g")"; }
+
+case "${1:-postgres}" in
+  postgres) [ $# -gt 0 ] && shift ;;
+  -*) ;;             # flags only: they go to the server, as upstream
+  *) exec "$@" ;;    # any other command runs as it is
+esac
+
+mkdir -p "$PGDATA" /var/run/postgresql
+chown postgres:postgres "$PGDATA" /var/run/postgresql
+chmod 700 "$PGDATA"
+
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  if [ -z "${POSTGRES_PASSWORD:-}" ] && [ "$POSTGRES_HOST_AUTH_METHOD" != trust ]; then
+    echo "error: POSTGRES_PASSWORD is not set (or set POSTGRES_HOST_AUTH_METHOD=trust)" >&2
+    exit 1
+  fi
+  if [ "$POSTGRES_USER" = postgres ] && [ "$POSTGRES_HOST_AUTH_METHOD" = scram-sha-256 ] &&
+     [ -z "$POSTGRES_INITDB_ARGS" ] && [ -s "$template/PG_VERSION" ]; then
+    cp -a "$template/." "$PGDATA/"
+  else
+    pwfile=$(mktemp); printf '%s\n' "${POSTGRES_PASSWORD:-postgres}" >"$pwfile"; chown postgres "$pwfile"
+    # shellcheck disable=SC2086 # POSTGRES_INITDB_ARGS is a list of flags, as upstream
+    as_postgres initdb -D "$PGDATA" -U "$POSTGRES_USER" --pwfile="$pwfile" \
+      --auth-local=trust --auth-host="$POSTGRES_HOST_AUTH_METHOD" $POSTGRES_INITDB_ARGS >/dev/null
+    rm -f "$pwfile"
+    echo "listen_addresses = '*'" >>"$PGDATA/postgresql.conf"
+    echo "host all all all $POSTGRES_HOST_AUTH_METHOD" >>"$PGDATA/pg_hba.conf"
+  fi
+  # A temporary server on the Unix socket only, as upstream does; its log goes to stdout.
+  as_postgres pg_ctl -D "$PGDATA" -o "-c listen_addresses='' -c fsync=off" -w start
+  psql_() { as_postgres psql -v ON_ERROR_STOP=1 -q -U "$POSTGRES_USER" -d postgres -c "$1" >/dev/null; }
+  psql_ "ALTER USER \"$POSTGRES_USER\" PASSWORD $(sql_literal "${POSTGRES_PASSWORD:-postgres}")"
+  if [ "$POSTGRES_DB" != postgres ]; then psql_ "CREATE DATABASE \"$POSTGRES_DB\""; fi
+  as_postgres pg_ctl -D "$PGDATA" -m fast -w stop
+  echo "PostgreSQL init process complete; ready for start up."
+fi
+
+exec setpriv --reuid=postgres --regid=postgres --init-groups postgres -D "$PGDATA" "$@"

@@ -1,0 +1,83 @@
+//! `Config`: what an [`Elector`](crate::Elector) is built from (spec: "Config").
+
+use std::time::Duration;
+
+/// The spec's `DefaultCheckInterval` (CFG-2).
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long the graceful unlock may take after the caller's shutdown token fired (RUN-6).
+pub const UNLOCK_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How many check intervals the lock session may sit idle before the server ends it (ORPH-1).
+pub const IDLE_SESSION_INTERVALS: u32 = 4;
+
+/// Plain configuration data for [`Elector::new`](crate::Elector::new).
+///
+/// CFG-1: the spec's `ErrNilPool` cannot happen here: `pool` is not optional, so a `Config`
+/// without a pool does not compile.
+///
+/// ```compile_fail
+/// // CFG-1: there is no way to leave the pool out.
+/// let cfg = elector::Config { check_interval: std::time::Duration::ZERO, registry: None, verify_lock: false };
+/// ```
+#[derive(Clone)]
+pub struct Config {
+    /// Supplies the connections the lock is tried on. Required.
+    ///
+    /// A refused check hands its connection back unchanged; a granted one detaches it for good
+    /// (`Object::take`), so the pool's recycling never touches the lock session.
+    pub pool: deadpool_postgres::Pool,
+    /// How often a standby tries the lock and the leader verifies it, and how long the leader's
+    /// `SELECT 1` may take. Default: 5 s ([`DEFAULT_CHECK_INTERVAL`]); zero uses the default.
+    pub check_interval: Duration,
+    /// Receives the `plexsphere_background_leader` gauge. Default: `None` (no gauge).
+    pub registry: Option<prometheus::Registry>,
+    /// X-VERIFY (beyond the spec): the leader's check also proves that its own session still
+    /// holds the key, so an unlock or `DISCARD ALL` on the lock session demotes it.
+    /// Default: `false` (the spec's plain `SELECT 1`).
+    pub verify_lock: bool,
+}
+
+impl Config {
+    /// A configuration with the documented defaults around `pool`.
+    pub fn new(pool: deadpool_postgres::Pool) -> Self {
+        Self {
+            pool,
+            check_interval: DEFAULT_CHECK_INTERVAL,
+            registry: None,
+            verify_lock: false,
+        }
+    }
+
+    /// Sets the check interval (zero means the default).
+    pub fn check_interval(mut self, interval: Duration) -> Self {
+        self.check_interval = interval;
+        self
+    }
+
+    /// Sets the registry that receives the gauge.
+    pub fn registry(mut self, registry: prometheus::Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The interval in force: `check_interval`, or the default when it is zero (CFG-2).
+    pub fn effective_interval(&self) -> Duration {
+        if self.check_interval.is_zero() {
+            DEFAULT_CHECK_INTERVAL
+        } else {
+            self.check_interval
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("pool", &self.pool.status())
+            .field("check_interval", &self.check_interval)
+            .field("registry", &self.registry.is_some())
+            .field("verify_lock", &self.verify_lock)
+            .finish()
+    }
+}

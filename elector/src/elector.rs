@@ -1,0 +1,173 @@
+//! `Elector`: the handle replicas share (spec: "Elector API": IsLeader, Term, Do).
+//!
+//! The election loop itself is in `run.rs`, the held lock session in `session.rs`.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::gauge::LeaderGauge;
+use crate::term::{Term, TermState};
+use crate::{Config, Error};
+
+/// Elects one leader among the replicas that share a database (spec: "Background leader").
+///
+/// Cheap to clone: clones share one election. Build it with [`Elector::new`], drive it with
+/// [`Elector::run`], and gate work with [`Elector::do_work`], [`Elector::term`] or
+/// [`Elector::is_leader`].
+#[derive(Clone)]
+pub struct Elector {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: deadpool_postgres::Pool,
+    pub(crate) interval: Duration,
+    pub(crate) verify_lock: bool,
+    pub(crate) gauge: LeaderGauge,
+    /// ISL-1: the one source of truth for `is_leader`.
+    pub(crate) leader: AtomicBool,
+    /// The live term, if any; `None` on a standby.
+    pub(crate) current: Mutex<Option<Arc<TermState>>>,
+    /// Observers of leadership changes (the while-leader launcher waits on it).
+    pub(crate) changes: watch::Sender<Option<u64>>,
+    pub(crate) terms: AtomicU64,
+    /// RUN-8: set while a `run` is in progress.
+    pub(crate) running: AtomicBool,
+}
+
+/// What [`Elector::do_work`] did with the work it was given (spec: "Do").
+#[derive(Debug, PartialEq, Eq)]
+pub enum Done<T, E> {
+    /// DO-1: a standby; the work was not called. The spec's `(false, nil)`.
+    Standby,
+    /// DO-2: the replica led from start to end of the work; the work's own result.
+    /// The spec's `(true, err)`.
+    Ran(Result<T, E>),
+    /// DO-3: leadership was lost while the work ran (its term token was cancelled); the
+    /// spec's `(false, nil)`. DO-4: never a failure.
+    Lost,
+}
+
+impl<T, E> Done<T, E> {
+    /// The spec's boolean: whether the work ran under a term that held until it returned.
+    pub fn ran(&self) -> bool {
+        matches!(self, Done::Ran(_))
+    }
+
+    /// The spec's `(bool, error)` pair as a `Result`: `Ok(true)` after a successful run,
+    /// `Err` with the work's error, `Ok(false)` when it did not run or leadership was lost.
+    pub fn into_result(self) -> Result<bool, E> {
+        match self {
+            Done::Ran(r) => r.map(|_| true),
+            Done::Standby | Done::Lost => Ok(false),
+        }
+    }
+}
+
+impl Elector {
+    /// Builds an elector from `config` (spec: `leader.New`).
+    ///
+    /// # Errors
+    /// [`Error::Metrics`] when the gauge cannot be registered on the given registry (a gauge this
+    /// crate registered there before is reused, MET-2).
+    pub fn new(config: Config) -> Result<Self, Error> {
+        let interval = config.effective_interval();
+        let gauge = LeaderGauge::register(config.registry.as_ref())?;
+        gauge.set(false);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool: config.pool,
+                interval,
+                verify_lock: config.verify_lock,
+                gauge,
+                leader: AtomicBool::new(false),
+                current: Mutex::new(None),
+                changes: watch::Sender::new(None),
+                terms: AtomicU64::new(0),
+                running: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The check interval in force (T).
+    pub fn check_interval(&self) -> Duration {
+        self.inner.interval
+    }
+
+    /// Whether this replica holds the lock (spec: `IsLeader`). Reads an atomic; safe and cheap
+    /// from any thread (ISL-1).
+    pub fn is_leader(&self) -> bool {
+        self.inner.leader.load(Ordering::SeqCst)
+    }
+
+    /// The number of the live term (1 for this elector's first), or `None` on a standby.
+    pub fn current_term(&self) -> Option<u64> {
+        self.inner.live_term().map(|t| t.number)
+    }
+
+    /// A receiver that sees the live term's number, or `None`, each time leadership changes.
+    pub fn subscribe(&self) -> watch::Receiver<Option<u64>> {
+        self.inner.changes.subscribe()
+    }
+
+    /// The spec's `Term(parent)`: on the leader a live [`Term`] and `true`; the term ends when
+    /// `parent` ends or leadership is lost (TERM-1). On a standby an already-cancelled term and
+    /// `false` (TERM-2). Dropping the `Term` releases it. Must be called inside a tokio runtime.
+    pub fn term(&self, parent: &CancellationToken) -> (Term, bool) {
+        match self.inner.live_term() {
+            Some(state) => (Term::live(parent, state), true),
+            None => (Term::ended(parent), false),
+        }
+    }
+
+    /// The spec's `Do(ctx, fn)`: runs one unit of background work on the leader, handing it
+    /// the term so it can stop when leadership ends.
+    ///
+    /// Returns [`Done::Standby`] without calling `work` on a standby (DO-1), [`Done::Ran`] with
+    /// the work's result when leadership held until it returned (DO-2), and [`Done::Lost`],
+    /// logged at INFO, when leadership ended while it ran and `parent` is still live (DO-3).
+    /// Cancellation-safe: dropping the future drops the work and its `Term`.
+    pub async fn do_work<F, Fut, T, E>(&self, parent: &CancellationToken, work: F) -> Done<T, E>
+    where
+        F: FnOnce(Term) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let (term, leading) = self.term(parent);
+        if !leading {
+            return Done::Standby;
+        }
+        let number = term.number();
+        let watch = Term::watcher(&term);
+        let result = work(term).await;
+        if watch.leadership_ended() {
+            tracing::info!(
+                term = number,
+                "background leader: leadership lost while work ran; the work is not counted"
+            );
+            return Done::Lost;
+        }
+        Done::Ran(result)
+    }
+}
+
+impl Inner {
+    pub(crate) fn live_term(&self) -> Option<Arc<TermState>> {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        current.as_ref().filter(|t| !t.is_ended()).cloned()
+    }
+}
+
+impl std::fmt::Debug for Elector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Elector")
+            .field("check_interval", &self.inner.interval)
+            .field("is_leader", &self.is_leader())
+            .field("term", &self.current_term())
+            .finish()
+    }
+}

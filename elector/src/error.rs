@@ -1,0 +1,36 @@
+//! The elector's error type.
+
+use std::time::Duration;
+
+/// Everything the elector reports as an error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pool could not supply a connection.
+    #[error("pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// A statement failed.
+    #[error("postgres: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    /// The server did not answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// A standby found the lock held by its own server session: the session is shared with the
+    /// leader, as behind a transaction-mode pooler (POOL-1). The elector refuses to lead there.
+    #[error(
+        "the lock session is shared with another client (a transaction-mode pooler such as \
+         PgBouncer pool_mode=transaction?): connect directly or through a session-mode pooler"
+    )]
+    SharedSession,
+    /// X-VERIFY: the leader's own session no longer holds the lock.
+    #[error("the lock session no longer holds the leader lock")]
+    LockGone,
+    /// The server answered something the elector does not understand.
+    #[error("unexpected answer: {0}")]
+    Protocol(String),
+    /// `run` was called while another `run` of the same elector is still running (RUN-8).
+    #[error("Elector::run is already running: never run two at once")]
+    AlreadyRunning,
+    /// The gauge could not be registered.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}

@@ -1,0 +1,37 @@
+#![doc = include_str!("../README.md")]
+//!
+//! ## Where each part of the spec lives
+//! | spec section | module |
+//! |---|---|
+//! | The lock key, every statement | `sql` |
+//! | Config | `config` |
+//! | Run | `run` |
+//! | Term | `term` |
+//! | Do, IsLeader | `elector` |
+//! | Session connection, demotion, orphaned session bound | `session` |
+//! | Metric | `gauge` |
+//! | Which loops run on the leader | [`ticker`], [`while_leader`], [`gate`] |
+//! | Readiness | [`readiness`] |
+//! | Background workers | [`supervisor`] |
+
+mod config;
+mod elector;
+mod error;
+mod gauge;
+mod run;
+mod session;
+pub mod sql;
+mod term;
+
+pub use config::{Config, DEFAULT_CHECK_INTERVAL, IDLE_SESSION_INTERVALS, UNLOCK_DEADLINE};
+pub use elector::{Done, Elector};
+pub use error::Error;
+pub use gauge::{GAUGE_HELP, GAUGE_NAME};
+pub use term::{Term, TermCause};
+
+pub mod gate;
+mod panic;
+pub mod readiness;
+pub mod supervisor;
+pub mod ticker;
+pub mod while_leader;

@@ -1,0 +1,43 @@
+//! Panic payloads and stacks for the launchers and the supervisor (READY-4, LOOP-5).
+//!
+//! A pass's stack is gone once `catch_unwind` returns, so a process-wide panic hook (installed
+//! once, chained to the previous hook) keeps the stack of the last panic on each thread.
+
+use std::backtrace::Backtrace;
+use std::cell::RefCell;
+use std::sync::Once;
+
+thread_local! {
+    static LAST_STACK: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs the stack-keeping hook once per process; the previous hook still runs.
+pub(crate) fn install_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let stack = Backtrace::force_capture().to_string();
+            LAST_STACK.with(|s| *s.borrow_mut() = Some(stack));
+            previous(info);
+        }));
+    });
+}
+
+/// The stack of the last panic on this thread, if the hook saw one.
+pub(crate) fn take_stack() -> String {
+    LAST_STACK
+        .with(|s| s.borrow_mut().take())
+        .unwrap_or_else(|| "<stack unavailable>".to_owned())
+}
+
+/// The panic's value as text, as Go's `%v` of a recovered value would print it.
+pub(crate) fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}

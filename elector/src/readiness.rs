@@ -1,0 +1,191 @@
+//! Readiness probes (spec: "Readiness"; READY-1..READY-5).
+//!
+//! A [`Probe`] reports the outcome of the last tick its loop ran on this replica and runs no pass
+//! of its own. [`Readiness`] gathers the probes of a replica (and the supervisor's workers probe)
+//! for a `/readyz` endpoint.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// The seven ticked loops that carry a probe, as `(loop name, probe name)` (READY-5).
+pub const PROBED_LOOPS: [(&str, &str); 7] = [
+    ("invitations-expire", "invitations-expire"),
+    ("approvals-expire", "approvals-expire"),
+    ("access-session-sweep", "access-session-sweeper"),
+    ("actions-timeout", "actions-timeout"),
+    ("management-fleet-reconcile", "management-fleet-reconcile"),
+    (
+        "provisioning-broker-reconcile",
+        "provisioning-broker-reconcile",
+    ),
+    ("artifacts-refresh", "artifacts-refresh"),
+];
+
+/// The probe name of a loop, if the loop carries a probe (READY-5).
+pub fn probe_name(loop_name: &str) -> Option<&'static str> {
+    PROBED_LOOPS
+        .iter()
+        .find(|(l, _)| *l == loop_name)
+        .map(|(_, p)| *p)
+}
+
+/// What one tick of a ticked loop came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TickOutcome {
+    /// A standby's tick: no pass ran.
+    Standby,
+    /// The pass ran on the leader and succeeded.
+    Passed,
+    /// The pass ran on the leader and failed with this error.
+    Failed(String),
+    /// The pass panicked with this value (READY-4).
+    Panicked(String),
+    /// Leadership was lost while the pass ran: not a failure (DO-4).
+    Lost,
+}
+
+impl TickOutcome {
+    /// Whether the tick counts as failed.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, TickOutcome::Failed(_) | TickOutcome::Panicked(_))
+    }
+}
+
+/// Anything `/readyz` can ask: a name and a verdict.
+pub trait Check: Send + Sync {
+    /// The check's name on `/readyz`.
+    fn name(&self) -> &str;
+    /// `Ok` when ready, else the reason.
+    fn check(&self) -> Result<(), String>;
+}
+
+#[derive(Clone, Debug)]
+enum State {
+    /// READY-1: no tick yet; the boot pass's outcome (`None` until it ran).
+    Boot(Option<Result<(), String>>),
+    /// The outcome of the last tick.
+    Tick(Result<(), String>),
+}
+
+/// The readiness probe of one ticked loop. Cheap to clone; clones share the state.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    name: Arc<str>,
+    loop_name: Arc<str>,
+    state: Arc<Mutex<State>>,
+}
+
+impl Probe {
+    /// A probe named `name` for the loop `loop_name`; it fails until the boot pass is recorded.
+    pub fn new(name: &str, loop_name: &str) -> Self {
+        Self {
+            name: name.into(),
+            loop_name: loop_name.into(),
+            state: Arc::new(Mutex::new(State::Boot(None))),
+        }
+    }
+
+    /// The probe for a loop by the spec's table (READY-5), or `None` for a loop without one.
+    pub fn for_loop(loop_name: &str) -> Option<Self> {
+        probe_name(loop_name).map(|p| Self::new(p, loop_name))
+    }
+
+    /// The loop this probe watches.
+    pub fn loop_name(&self) -> &str {
+        &self.loop_name
+    }
+
+    /// Records the boot pass's outcome; it is reported until the first tick (READY-1).
+    pub fn record_boot(&self, outcome: Result<(), String>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*state, State::Boot(_)) {
+            *state = State::Boot(Some(outcome));
+        }
+    }
+
+    /// Records a tick: a standby's tick, or a lost term, passes (READY-3); a failure or panic is
+    /// reported until a later tick succeeds (READY-2, READY-4).
+    pub fn record_tick(&self, outcome: &TickOutcome) {
+        let result = match outcome {
+            TickOutcome::Standby | TickOutcome::Passed | TickOutcome::Lost => Ok(()),
+            TickOutcome::Failed(e) => Err(e.clone()),
+            TickOutcome::Panicked(v) => Err(panic_report(&self.loop_name, v)),
+        };
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Tick(result);
+    }
+}
+
+/// READY-4: the probe's text for a panicked tick.
+pub fn panic_report(loop_name: &str, value: &str) -> String {
+    format!("plexsphere: background loop \"{loop_name}\": tick panicked: {value}")
+}
+
+impl Check for Probe {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            State::Boot(None) => Err("the boot pass has not run yet".to_owned()),
+            State::Boot(Some(r)) | State::Tick(r) => r.clone(),
+        }
+    }
+}
+
+/// One check's verdict, as `/readyz` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The check's name.
+    pub name: String,
+    /// `Ok`, or why it is not ready.
+    pub result: Result<(), String>,
+}
+
+/// The readiness of a replica: every registered check must pass.
+#[derive(Clone, Default)]
+pub struct Readiness {
+    checks: Arc<Mutex<Vec<Arc<dyn Check>>>>,
+}
+
+impl Readiness {
+    /// An empty set of checks (ready).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a check.
+    pub fn add(&self, check: impl Check + 'static) {
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::new(check));
+    }
+
+    /// Every check's verdict, in registration order.
+    pub fn verdicts(&self) -> Vec<Verdict> {
+        let checks = self
+            .checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        checks
+            .iter()
+            .map(|c| Verdict {
+                name: c.name().to_owned(),
+                result: c.check(),
+            })
+            .collect()
+    }
+
+    /// Whether every check passes (`/readyz` answers 200, else 503).
+    pub fn is_ready(&self) -> bool {
+        self.verdicts().iter().all(|v| v.result.is_ok())
+    }
+}
+
+impl fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.verdicts()).finish()
+    }
+}

@@ -1,0 +1,270 @@
+//! A small supervisor of named workers (spec: "Background workers"; LOOP-5).
+//!
+//! Each worker runs as its own tokio task. A worker that returns or panics before shutdown is
+//! restarted after a back-off, unless it already used its restart budget (`max_restarts` within
+//! `window`); then it stays down and [`WorkersProbe`] reports it.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::panic;
+use crate::readiness::Check;
+
+/// The worker name of the election itself.
+pub const ELECTION_WORKER: &str = "background-leader";
+
+/// How often a worker may be restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestartBudget {
+    /// Restarts allowed within `window`. Default: 5.
+    pub max_restarts: u32,
+    /// The sliding window the restarts are counted in. Default: 60 s.
+    pub window: Duration,
+    /// The pause before a restart. Default: 1 s.
+    pub backoff: Duration,
+}
+
+impl Default for RestartBudget {
+    fn default() -> Self {
+        Self {
+            max_restarts: 5,
+            window: Duration::from_secs(60),
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Where a worker is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Running.
+    Running,
+    /// Ended (returned or panicked) and waiting for its restart.
+    Restarting,
+    /// Used up its restart budget and stays down.
+    Exhausted,
+    /// Ended after shutdown.
+    Stopped,
+}
+
+/// A worker's state and restart count, as the workers probe and `/workers` show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerStatus {
+    /// The worker's name.
+    pub name: String,
+    /// Its state.
+    pub state: WorkerState,
+    /// How many times it was restarted.
+    pub restarts: u32,
+    /// Why it last ended, if it did.
+    pub last_exit: Option<String>,
+}
+
+type Factory = Box<
+    dyn Fn(CancellationToken) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+type Statuses = Arc<Mutex<BTreeMap<String, WorkerStatus>>>;
+
+/// Runs named workers and restarts them within a budget.
+pub struct Supervisor {
+    budget: RestartBudget,
+    workers: Vec<(String, Arc<Factory>)>,
+    statuses: Statuses,
+}
+
+impl Supervisor {
+    /// A supervisor with `budget` for each worker.
+    pub fn new(budget: RestartBudget) -> Self {
+        Self {
+            budget,
+            workers: Vec::new(),
+            statuses: Statuses::default(),
+        }
+    }
+
+    /// Registers a worker by `name`; `start` is called for each (re)start with the shutdown
+    /// token. Panics when the name is taken: names identify workers.
+    pub fn add<F, Fut, E>(&mut self, name: &str, start: F)
+    where
+        F: Fn(CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        assert!(
+            !self.workers.iter().any(|(n, _)| n == name),
+            "worker {name:?} is already registered"
+        );
+        let factory: Factory = Box::new(move |token| {
+            let run = start(token);
+            Box::pin(async move { run.await.map_err(|e| e.to_string()) })
+        });
+        self.workers.push((name.to_owned(), Arc::new(factory)));
+        self.set(name, WorkerState::Stopped, None);
+    }
+
+    /// The workers probe for `/readyz`: fails while a worker has exhausted its budget.
+    pub fn probe(&self) -> WorkersProbe {
+        WorkersProbe(self.statuses.clone())
+    }
+
+    /// A handle to every worker's status.
+    pub fn statuses(&self) -> WorkerStatuses {
+        WorkerStatuses(self.statuses.clone())
+    }
+
+    /// Starts every worker and supervises them until `shutdown` is cancelled and all of them
+    /// ended. Cancellation-safe only in the sense that dropping it aborts the workers.
+    pub async fn run(self, shutdown: CancellationToken) {
+        panic::install_hook();
+        let mut set = JoinSet::new();
+        for (name, factory) in self.workers {
+            let (statuses, shutdown, budget) =
+                (self.statuses.clone(), shutdown.clone(), self.budget);
+            set.spawn(supervise(name, factory, statuses, shutdown, budget));
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    fn set(&self, name: &str, state: WorkerState, last_exit: Option<String>) {
+        set_status(&self.statuses, name, state, last_exit, false);
+    }
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("budget", &self.budget)
+            .field(
+                "workers",
+                &self.workers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+fn set_status(
+    statuses: &Statuses,
+    name: &str,
+    state: WorkerState,
+    exit: Option<String>,
+    restart: bool,
+) {
+    let mut map = statuses.lock().unwrap_or_else(|e| e.into_inner());
+    let status = map.entry(name.to_owned()).or_insert_with(|| WorkerStatus {
+        name: name.to_owned(),
+        state: WorkerState::Stopped,
+        restarts: 0,
+        last_exit: None,
+    });
+    status.state = state;
+    if exit.is_some() {
+        status.last_exit = exit;
+    }
+    if restart {
+        status.restarts += 1;
+    }
+}
+
+async fn supervise(
+    name: String,
+    factory: Arc<Factory>,
+    statuses: Statuses,
+    shutdown: CancellationToken,
+    budget: RestartBudget,
+) {
+    let mut restarts: Vec<Instant> = Vec::new();
+    let mut first = true;
+    loop {
+        set_status(&statuses, &name, WorkerState::Running, None, !first);
+        first = false;
+        tracing::debug!(worker = %name, "worker started");
+        let exit = match tokio::spawn(factory(shutdown.clone())).await {
+            Ok(Ok(())) => "returned".to_owned(),
+            Ok(Err(e)) => format!("failed: {e}"),
+            Err(e) if e.is_panic() => {
+                let value = panic::message(e.into_panic().as_ref());
+                format!("panicked: {value}")
+            }
+            Err(e) => format!("aborted: {e}"),
+        };
+        if shutdown.is_cancelled() {
+            set_status(&statuses, &name, WorkerState::Stopped, Some(exit), false);
+            return;
+        }
+        let now = Instant::now();
+        restarts.retain(|t| now.duration_since(*t) < budget.window);
+        if restarts.len() >= budget.max_restarts as usize {
+            tracing::error!(worker = %name, exit = %exit,
+                "worker exhausted its restart budget and stays down");
+            set_status(&statuses, &name, WorkerState::Exhausted, Some(exit), false);
+            return;
+        }
+        restarts.push(now);
+        tracing::warn!(worker = %name, exit = %exit, "worker ended; restarting");
+        set_status(&statuses, &name, WorkerState::Restarting, Some(exit), false);
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                set_status(&statuses, &name, WorkerState::Stopped, None, false);
+                return;
+            }
+            () = tokio::time::sleep(budget.backoff) => {}
+        }
+    }
+}
+
+/// A read handle to the workers' statuses (for `/workers`).
+#[derive(Clone, Debug)]
+pub struct WorkerStatuses(Statuses);
+
+impl WorkerStatuses {
+    /// Every worker's status, by name.
+    pub fn snapshot(&self) -> Vec<WorkerStatus> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// The workers probe (LOOP-5): fails while any worker has exhausted its restart budget.
+#[derive(Clone, Debug)]
+pub struct WorkersProbe(Statuses);
+
+impl Check for WorkersProbe {
+    fn name(&self) -> &str {
+        "workers"
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let down: Vec<String> = map
+            .values()
+            .filter(|s| s.state == WorkerState::Exhausted)
+            .map(|s| {
+                format!(
+                    "worker {:?} exhausted its restart budget ({})",
+                    s.name,
+                    s.last_exit.as_deref().unwrap_or("no exit recorded")
+                )
+            })
+            .collect();
+        if down.is_empty() {
+            Ok(())
+        } else {
+            Err(down.join("; "))
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The launchers and readiness on a real leader (LOOP-1, LOOP-2, DO-4, READY-1..READY-4).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use elector::readiness::{panic_report, Check, Readiness, TickOutcome};
+use elector::ticker::LeaderTicker;
+use elector::while_leader::run_while_leader;
+use tokio_util::sync::CancellationToken;
+
+use crate::fixture::*;
+
+/// LOOP-1: ticks run on the leader only, once per period, after asking Do.
+#[tokio::test]
+async fn ticks_run_only_on_the_leader() {
+    let pg = Pg::start().await;
+    let (a, _ra) = pg.elector("a", T).await;
+    let (b, _rb) = pg.elector("b", T).await;
+    let (astop, arun) = spawn_run(&a);
+    until_leader(&a, 2 * T).await;
+    let (bstop, brun) = spawn_run(&b);
+
+    let shutdown = CancellationToken::new();
+    let ticker = LeaderTicker::new("invitations-expire", T / 2);
+    let count = |e: &elector::Elector| {
+        let (e, shutdown, ticker) = (e.clone(), shutdown.clone(), ticker.clone());
+        let passes = Arc::new(AtomicUsize::new(0));
+        let outcomes = Arc::new(Mutex::new(Vec::new()));
+        let (p, o) = (passes.clone(), outcomes.clone());
+        let task = tokio::spawn(async move {
+            ticker
+                .run(
+                    &e,
+                    &shutdown,
+                    |_term| {
+                        p.fetch_add(1, Ordering::SeqCst);
+                        async { Ok::<(), String>(()) }
+                    },
+                    |outcome| o.lock().unwrap().push(outcome.clone()),
+                )
+                .await;
+        });
+        (passes, outcomes, task)
+    };
+    let (a_passes, a_outcomes, ta) = count(&a);
+    let (b_passes, b_outcomes, tb) = count(&b);
+    tokio::time::sleep(5 * T + T / 4).await;
+    shutdown.cancel();
+    ta.await.unwrap();
+    tb.await.unwrap();
+
+    assert_eq!(
+        a_passes.load(Ordering::SeqCst),
+        10,
+        "ticks at T/2 .. 5T on the leader"
+    );
+    assert!(a_outcomes
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|o| *o == TickOutcome::Passed));
+    assert_eq!(b_passes.load(Ordering::SeqCst), 0, "no pass on the standby");
+    assert_eq!(
+        b_outcomes.lock().unwrap().len(),
+        10,
+        "the standby ticks, but runs nothing"
+    );
+    assert!(b_outcomes
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|o| *o == TickOutcome::Standby));
+    for (stop, run) in [(bstop, brun), (astop, arun)] {
+        stop.cancel();
+        run.await.unwrap().unwrap();
+    }
+}
+
+/// READY-1..READY-4, DO-4: probe states through boot, failing, panicking, recovering, a
+/// demotion mid-pass and a standby tick.
+#[tokio::test]
+async fn probe_follows_ticks_and_panics_are_failed_ticks() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _ra) = pg.elector("a", T).await;
+    let (astop, arun) = spawn_run(&a);
+    until_leader(&a, 2 * T).await;
+
+    let ticker = LeaderTicker::new("access-session-sweep", T);
+    let probe = ticker.probe.clone().expect("a probed loop");
+    assert_eq!(probe.name(), "access-session-sweeper", "READY-5");
+    let readiness = Readiness::new();
+    readiness.add(probe.clone());
+    assert!(probe.check().is_err(), "not ready before the boot pass");
+    probe.record_boot(Ok(()));
+    assert_eq!(probe.check(), Ok(()), "READY-1: the boot pass");
+
+    let shutdown = CancellationToken::new();
+    let mut pass_no = 0;
+    let mut step = |plan: &'static str| {
+        let ticker = ticker.clone();
+        let (a, shutdown) = (a.clone(), shutdown.clone());
+        pass_no += 1;
+        let n = pass_no;
+        async move {
+            let mut pass = move |term: elector::Term| async move {
+                match plan {
+                    "fail" => Err(format!("pass {n} failed")),
+                    "panic" => panic!("boom {n}"),
+                    "hang" => {
+                        term.cancelled().await;
+                        Err("cancelled".to_owned())
+                    }
+                    _ => Ok(()),
+                }
+            };
+            let outcome = ticker.tick(&a, &shutdown, &mut pass).await;
+            if let Some(p) = &ticker.probe {
+                p.record_tick(&outcome);
+            }
+            outcome
+        }
+    };
+
+    assert_eq!(
+        step("fail").await,
+        TickOutcome::Failed("pass 1 failed".into())
+    );
+    assert_eq!(
+        probe.check(),
+        Err("pass 1 failed".into()),
+        "READY-2: the tick's error"
+    );
+    assert!(!readiness.is_ready(), "a failing probe fails /readyz");
+    assert_eq!(step("ok").await, TickOutcome::Passed);
+    assert_eq!(probe.check(), Ok(()), "READY-2: cleared by a later success");
+
+    assert_eq!(step("panic").await, TickOutcome::Panicked("boom 3".into()));
+    let expected = panic_report("access-session-sweep", "boom 3");
+    assert_eq!(
+        expected,
+        "plexsphere: background loop \"access-session-sweep\": tick panicked: boom 3"
+    );
+    assert_eq!(probe.check(), Err(expected), "READY-4");
+    let errors = logs.matching("background loop tick panicked");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].level, tracing::Level::ERROR);
+    assert_eq!(errors[0].fields["loop"], "access-session-sweep");
+    assert_eq!(errors[0].fields["panic"], "boom 3");
+    assert!(
+        errors[0].fields["stack"].contains("launchers"),
+        "the panicking frames"
+    );
+    let failed = logs.matching("background loop tick failed");
+    assert_eq!(
+        failed.len(),
+        2,
+        "the failed and the panicked tick each WARN"
+    );
+    assert!(failed.iter().all(|e| e.level == tracing::Level::WARN));
+
+    // DO-4: a demotion mid-pass is not a failed tick, and clears the probe.
+    let pid = lock_pid(&observer).await;
+    let hang = step("hang");
+    let kill = async {
+        tokio::time::sleep(T / 4).await;
+        terminate(&observer, pid).await;
+    };
+    let (outcome, ()) = tokio::join!(hang, kill);
+    assert_eq!(outcome, TickOutcome::Lost);
+    assert_eq!(probe.check(), Ok(()));
+
+    // READY-3: a standby tick passes.
+    let (b, _rb) = pg.elector("b", T).await;
+    let (bstop, brun) = spawn_run(&b);
+    until_leader(&b, 3 * T).await;
+    assert!(!a.is_leader() || a.current_term() == Some(2));
+    astop.cancel();
+    arun.await.unwrap().unwrap();
+    assert_eq!(step("fail").await, TickOutcome::Standby);
+    assert_eq!(probe.check(), Ok(()));
+    bstop.cancel();
+    brun.await.unwrap().unwrap();
+}
+
+/// READY-3: a demoted leader whose last pass failed clears on its first standby tick.
+#[tokio::test]
+async fn demoted_leader_probe_clears_on_first_standby_tick() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (a, _ra) = pg.elector("a", T).await;
+    let (b, _rb) = pg.elector("b", T).await;
+    let (astop, arun) = spawn_run(&a);
+    until_leader(&a, 2 * T).await;
+    let (bstop, brun) = spawn_run(&b);
+    let ticker = LeaderTicker::new("approvals-expire", T);
+    let probe = ticker.probe.clone().unwrap();
+    probe.record_boot(Ok(()));
+    let shutdown = CancellationToken::new();
+    let mut failing = |_t: elector::Term| async { Err::<(), _>("db down".to_owned()) };
+    let outcome = ticker.tick(&a, &shutdown, &mut failing).await;
+    probe.record_tick(&outcome);
+    assert_eq!(probe.check(), Err("db down".into()));
+
+    terminate(&observer, lock_pid(&observer).await).await;
+    until_leader(&b, 2 * T + SLACK).await;
+    // The overlap window: a notices at its own next check, within T of the kill.
+    wait_for(T + SLACK, || !a.is_leader())
+        .await
+        .expect("a demoted at its next check");
+    let outcome = ticker.tick(&a, &shutdown, &mut failing).await;
+    probe.record_tick(&outcome);
+    assert_eq!(outcome, TickOutcome::Standby);
+    assert_eq!(probe.check(), Ok(()), "cleared on the first standby tick");
+    for (stop, run) in [(astop, arun), (bstop, brun)] {
+        stop.cancel();
+        run.await.unwrap().unwrap();
+    }
+}
+
+/// LOOP-2: the while-leader launcher hands the loop one term, cancels it on loss, and starts
+/// it again in the next term.
+#[tokio::test]
+async fn while_leader_restarts_the_loop_each_term() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (a, _ra) = pg.elector("a", T).await;
+    let (astop, arun) = spawn_run(&a);
+    let shutdown = CancellationToken::new();
+    let terms = Arc::new(Mutex::new(Vec::new()));
+    let launcher = tokio::spawn({
+        let (a, shutdown, terms) = (a.clone(), shutdown.clone(), terms.clone());
+        async move {
+            run_while_leader(&a, "audit-archiver", &shutdown, |term| {
+                let terms = terms.clone();
+                async move {
+                    terms.lock().unwrap().push((term.number(), None));
+                    term.cancelled().await;
+                    terms.lock().unwrap().push((term.number(), term.cause()));
+                }
+            })
+            .await;
+        }
+    });
+    until_leader(&a, 2 * T).await;
+    tokio::time::sleep(T / 2).await;
+    terminate(&observer, lock_pid(&observer).await).await;
+    wait_for(5 * T, || a.current_term() == Some(2))
+        .await
+        .expect("a second term");
+    tokio::time::sleep(T / 2).await;
+    shutdown.cancel();
+    launcher.await.unwrap();
+    let seen = terms.lock().unwrap().clone();
+    use elector::TermCause::*;
+    assert_eq!(
+        seen,
+        vec![
+            (Some(1), None),
+            (Some(1), Some(LeadershipLost)),
+            (Some(2), None),
+            (Some(2), Some(ParentEnded)),
+        ]
+    );
+    astop.cancel();
+    arun.await.unwrap().unwrap();
+}

@@ -1,0 +1,13 @@
+//! The elector's integration tests, against a real PostgreSQL started per test with
+//! testcontainers. Clause IDs from spec/clauses.md name what each test decides.
+
+mod fixture;
+
+mod demotion;
+mod launchers;
+mod lock;
+mod metrics;
+mod orphan;
+mod run;
+mod session;
+mod term_do;

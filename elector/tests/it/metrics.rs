@@ -1,0 +1,72 @@
+//! The gauge (CFG-4, MET-1, MET-2) and the configuration defaults (CFG-2).
+
+use std::time::Duration;
+
+use elector::{Config, Elector, DEFAULT_CHECK_INTERVAL};
+
+use crate::fixture::*;
+
+/// CFG-2: the default interval is 5 s and zero means the default.
+#[tokio::test]
+async fn check_interval_defaults_to_five_seconds() {
+    let pool = pool_for(
+        "postgres://nobody@127.0.0.1:1/none",
+        "x",
+        1,
+        Default::default(),
+    );
+    assert_eq!(DEFAULT_CHECK_INTERVAL, Duration::from_secs(5));
+    let config = Config::new(pool.clone());
+    assert_eq!(config.check_interval, Duration::from_secs(5));
+    let zero = Elector::new(Config::new(pool.clone()).check_interval(Duration::ZERO)).unwrap();
+    assert_eq!(zero.check_interval(), Duration::from_secs(5));
+    let set = Elector::new(Config::new(pool).check_interval(T)).unwrap();
+    assert_eq!(set.check_interval(), T);
+}
+
+/// CFG-4: a registry receives the gauge; no registry registers none (not on the default one).
+#[tokio::test]
+async fn gauge_only_on_the_given_registry() {
+    let pool = pool_for(
+        "postgres://nobody@127.0.0.1:1/none",
+        "x",
+        1,
+        Default::default(),
+    );
+    let registry = prometheus::Registry::new();
+    let _with = Elector::new(Config::new(pool.clone()).registry(registry.clone())).unwrap();
+    assert_eq!(gauge(&registry), Some(0));
+    let _without = Elector::new(Config::new(pool)).unwrap();
+    assert_eq!(gauge(prometheus::default_registry()), None);
+}
+
+/// MET-2: two electors on one registry write one series; MET-1: it is 1 while one leads.
+#[tokio::test]
+async fn two_electors_on_one_registry_share_the_series() {
+    let pg = Pg::start().await;
+    let registry = prometheus::Registry::new();
+    let make = |app: &str| {
+        Elector::new(
+            Config::new(pg.pool(app, 2))
+                .check_interval(T)
+                .registry(registry.clone()),
+        )
+        .expect("the second elector reuses the registered gauge")
+    };
+    let (a, b) = (make("a"), make("b"));
+    let families: Vec<_> = registry
+        .gather()
+        .into_iter()
+        .filter(|mf| mf.name() == elector::GAUGE_NAME)
+        .collect();
+    assert_eq!(families.len(), 1);
+    assert_eq!(families[0].get_metric().len(), 1, "one series");
+
+    let (stop, run) = spawn_run(&a);
+    until_leader(&a, 2 * T).await;
+    assert_eq!(gauge(&registry), Some(1));
+    assert!(!b.is_leader());
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert_eq!(gauge(&registry), Some(0));
+}

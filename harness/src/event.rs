@@ -1,0 +1,168 @@
+//! The replica event stream: one JSON object per line on a replica's stdout.
+//!
+//! This is the contract between a replica process (`replica` module) and the harness's observers
+//! (`observe` module). Every line is an [`EventLine`]; unknown lines are kept as
+//! [`ReplicaEvent::Unparsed`] by the reader, never dropped.
+
+use serde::{Deserialize, Serialize};
+
+/// The table leader-only loop passes write to, so the database itself shows which replica did
+/// leader-only work, in which term, and when. Created by the harness (and, idempotently, by
+/// replicas) before any pass runs.
+pub const WORK_TABLE_DDL: &str = "CREATE TABLE IF NOT EXISTS leader_work (
+    id bigserial PRIMARY KEY,
+    loop_name text NOT NULL,
+    replica text NOT NULL,
+    term bigint NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp()
+)";
+
+/// One line of a replica's event stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventLine {
+    /// The replica's wall clock, in milliseconds since the Unix epoch (for the record only; the
+    /// harness orders events by its own monotonic receive time).
+    pub ts_ms: u64,
+    /// The replica's name (also its `application_name`).
+    pub replica: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: ReplicaEvent,
+}
+
+/// How one tick of a ticked loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TickKind {
+    /// The pass ran on the leader and succeeded.
+    Ok,
+    /// The pass ran on the leader and failed.
+    Failed,
+    /// The pass panicked.
+    Panicked,
+    /// Leadership was lost while the pass ran (not a failure).
+    Lost,
+}
+
+/// What a replica reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ReplicaEvent {
+    /// The process is up: its pid, its HTTP address (`/metrics`, `/readyz`, `/workers`,
+    /// `/control`), its check interval, and whether it runs an elector (no DSN: none, LOOP-4).
+    Started {
+        /// The OS process id.
+        pid: u32,
+        /// `host:port` of its HTTP server.
+        http: String,
+        /// T in milliseconds.
+        check_interval_ms: u64,
+        /// Whether an elector (and the background loops) run.
+        elector: bool,
+    },
+    /// The boot passes ran and the replica serves (LOOP-6).
+    Ready,
+    /// A standby's check was refused: another session holds the lock.
+    CheckRefused,
+    /// A standby's check failed (`leader: acquire lock connection: <cause>`).
+    CheckFailed {
+        /// The cause.
+        error: String,
+    },
+    /// The lock was granted: a term began.
+    Acquired {
+        /// The term's number on this replica.
+        term: u64,
+        /// The lock session's backend pid.
+        backend_pid: i32,
+    },
+    /// The leader's check failed or went unanswered: the term ended (DEM-1).
+    Demoted {
+        /// The term's number.
+        term: u64,
+        /// The check's error.
+        error: String,
+    },
+    /// The leader gave the lock up on shutdown (RUN-6).
+    Released {
+        /// The term's number.
+        term: u64,
+    },
+    /// A leader's run ended by a panic or a dropped future (RUN-7).
+    Abandoned {
+        /// The term's number.
+        term: u64,
+    },
+    /// One tick of a leader-ticked loop that ran a pass (standby ticks are not reported).
+    Tick {
+        /// The loop's name.
+        #[serde(rename = "loop")]
+        loop_name: String,
+        /// How it ended.
+        outcome: TickKind,
+        /// The term it ran in.
+        term: Option<u64>,
+        /// The error or panic value, if any.
+        error: Option<String>,
+    },
+    /// A supervised worker changed state (restarting, exhausted, stopped).
+    Worker {
+        /// The worker's name.
+        worker: String,
+        /// `restarting`, `exhausted` or `stopped`.
+        state: String,
+        /// Why it ended.
+        exit: Option<String>,
+    },
+    /// The replica is shutting down (SIGTERM or SIGINT).
+    Shutdown,
+    /// A line the reader could not parse, kept verbatim.
+    Unparsed {
+        /// The raw line.
+        line: String,
+    },
+}
+
+impl EventLine {
+    /// Parses one line; a line that is not an event becomes [`ReplicaEvent::Unparsed`] for
+    /// `replica`.
+    pub fn parse(line: &str, replica: &str) -> EventLine {
+        serde_json::from_str(line).unwrap_or_else(|_| EventLine {
+            ts_ms: 0,
+            replica: replica.to_owned(),
+            event: ReplicaEvent::Unparsed {
+                line: line.to_owned(),
+            },
+        })
+    }
+
+    /// The line as JSON (no trailing newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("events serialise")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_keeps_unparsed_lines() {
+        let line = EventLine {
+            ts_ms: 1,
+            replica: "r1".into(),
+            event: ReplicaEvent::Tick {
+                loop_name: "invitations-expire".into(),
+                outcome: TickKind::Failed,
+                term: Some(2),
+                error: Some("boom".into()),
+            },
+        };
+        let json = line.to_json();
+        assert!(json.contains(r#""event":"tick""#) && json.contains(r#""loop":"invitations-expire""#));
+        assert_eq!(EventLine::parse(&json, "r1"), line);
+        let junk = EventLine::parse("thread main panicked", "r2");
+        assert_eq!(junk.replica, "r2");
+        assert!(matches!(junk.event, ReplicaEvent::Unparsed { .. }));
+    }
+}

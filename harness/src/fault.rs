@@ -1,0 +1,1 @@
+//! Fault verbs (being written).

@@ -1,0 +1,5 @@
+//! The `harness` command: see `harness --help`.
+
+fn main() -> std::process::ExitCode {
+    harness::cli::main()
+}

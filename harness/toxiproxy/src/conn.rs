@@ -1,0 +1,234 @@
+//! One proxied connection: a single task owns the client and upstream sockets and drives the two
+//! [`Link`]s (upstream: client to server, downstream: server to client).
+//!
+//! Close semantics follow upstream Toxiproxy: when the end of one stream has been written, that
+//! destination socket is closed for good, so the other direction stops reading it and ends once
+//! its own pipeline is flushed (upstream has no half-close). Stopping the proxy closes both
+//! sockets at once; a `reset_peer` toxic closes both with `SO_LINGER` 0, which sends an RST.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error};
+
+use crate::link::{Item, Link};
+use crate::toxics::ToxicSet;
+
+/// Bytes read from a socket at a time (Go's `io.Copy` buffer size).
+const READ_SIZE: usize = 32 * 1024;
+
+/// What a connection task needs.
+pub(crate) struct ConnCtx {
+    /// Proxy name, for logs.
+    pub proxy: String,
+    /// Address to dial.
+    pub upstream: String,
+    /// The proxy's toxics.
+    pub toxics: watch::Receiver<Arc<ToxicSet>>,
+    /// Cancelled when the proxy stops or is deleted.
+    pub cancel: CancellationToken,
+    /// Randomness for toxicity and jitter.
+    pub rng: fastrand::Rng,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// Both streams ended.
+    Closed,
+    /// The proxy stopped, or its toxics went away.
+    Killed,
+    /// A `reset_peer` toxic fired.
+    Reset,
+}
+
+/// Serves one accepted client until the connection ends.
+pub(crate) async fn serve(mut client: TcpStream, peer: SocketAddr, mut ctx: ConnCtx) {
+    let server = tokio::select! {
+        biased;
+        _ = ctx.cancel.cancelled() => return,
+        r = TcpStream::connect(ctx.upstream.as_str()) => r,
+    };
+    let mut server = match server {
+        Ok(s) => s,
+        Err(err) => {
+            error!(name = %ctx.proxy, client = %peer, upstream = %ctx.upstream, %err,
+                "Unable to open connection to upstream");
+            return;
+        }
+    };
+    // Go enables TCP_NODELAY on every connection; do the same so latency is only the toxics'.
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let end = pump(&mut client, &mut server, &mut ctx).await;
+    debug!(name = %ctx.proxy, client = %peer, ?end, "Connection ended");
+    if end == End::Reset {
+        let _ = client.set_zero_linger();
+        let _ = server.set_zero_linger();
+    }
+}
+
+/// What woke the connection loop.
+enum Event {
+    Cancelled,
+    ToxicsChanged(bool),
+    Read { upstream: bool, n: Option<usize> },
+    Wrote { upstream: bool, n: Option<usize> },
+    Timer,
+}
+
+/// State of one direction besides its link.
+struct Side {
+    link: Link,
+    /// Still reading the source.
+    reading: bool,
+    /// The end of stream was written (or writing failed): the destination is closed.
+    done: bool,
+}
+
+async fn pump(client: &mut TcpStream, server: &mut TcpStream, ctx: &mut ConnCtx) -> End {
+    let (mut cr, mut cw) = client.split();
+    let (mut sr, mut sw) = server.split();
+    let ConnCtx {
+        toxics,
+        cancel,
+        rng,
+        ..
+    } = ctx;
+    let set = toxics.borrow_and_update().clone();
+    let now = Instant::now();
+    let mut up = Side {
+        link: Link::new(&set.upstream, now, rng),
+        reading: true,
+        done: false,
+    };
+    let mut down = Side {
+        link: Link::new(&set.downstream, now, rng),
+        reading: true,
+        done: false,
+    };
+    let mut cbuf = vec![0u8; READ_SIZE];
+    let mut sbuf = vec![0u8; READ_SIZE];
+    loop {
+        let now = Instant::now();
+        let wake_up = up.link.advance(now, rng);
+        let wake_down = down.link.advance(now, rng);
+        if up.link.reset_requested() || down.link.reset_requested() {
+            return End::Reset;
+        }
+        if !up.done && up.link.output_ended() {
+            let _ = sw.shutdown().await;
+            finish(&mut up, &mut down);
+            continue;
+        }
+        if !down.done && down.link.output_ended() {
+            let _ = cw.shutdown().await;
+            finish(&mut down, &mut up);
+            continue;
+        }
+        if up.done && down.done {
+            return End::Closed;
+        }
+        let wake = match (wake_up, wake_down) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let up_out: Bytes = if up.done {
+            Bytes::new()
+        } else {
+            up.link.next_write().unwrap_or_default()
+        };
+        let down_out: Bytes = if down.done {
+            Bytes::new()
+        } else {
+            down.link.next_write().unwrap_or_default()
+        };
+        let read_client = up.reading && up.link.wants_input();
+        let read_server = down.reading && down.link.wants_input();
+        let event = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Event::Cancelled,
+            r = toxics.changed() => Event::ToxicsChanged(r.is_ok()),
+            r = sw.write(&up_out), if !up_out.is_empty() => Event::Wrote {
+                upstream: true,
+                n: r.ok().filter(|&n| n > 0),
+            },
+            r = cw.write(&down_out), if !down_out.is_empty() => Event::Wrote {
+                upstream: false,
+                n: r.ok().filter(|&n| n > 0),
+            },
+            r = cr.read(&mut cbuf), if read_client => Event::Read {
+                upstream: true,
+                n: r.ok().filter(|&n| n > 0),
+            },
+            r = sr.read(&mut sbuf), if read_server => Event::Read {
+                upstream: false,
+                n: r.ok().filter(|&n| n > 0),
+            },
+            () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => Event::Timer,
+        };
+        match event {
+            Event::Cancelled => return End::Killed,
+            Event::ToxicsChanged(false) => return End::Killed,
+            Event::ToxicsChanged(true) => {
+                let set = toxics.borrow_and_update().clone();
+                let now = Instant::now();
+                up.link.reconcile(&set.upstream, now, rng);
+                down.link.reconcile(&set.downstream, now, rng);
+            }
+            Event::Wrote { upstream, n } => {
+                let (side, other) = if upstream {
+                    (&mut up, &mut down)
+                } else {
+                    (&mut down, &mut up)
+                };
+                match n {
+                    Some(n) => side.link.wrote(n),
+                    // Writing failed: like upstream, the destination is closed.
+                    None => {
+                        if upstream {
+                            let _ = sw.shutdown().await;
+                        } else {
+                            let _ = cw.shutdown().await;
+                        }
+                        finish(side, other);
+                    }
+                }
+            }
+            Event::Read { upstream, n } => {
+                let (side, buf) = if upstream {
+                    (&mut up, &cbuf)
+                } else {
+                    (&mut down, &sbuf)
+                };
+                match n {
+                    Some(n) => side.link.push_input(Item::Data {
+                        data: Bytes::copy_from_slice(&buf[..n]),
+                        ts: Instant::now(),
+                    }),
+                    None => {
+                        side.reading = false;
+                        side.link.push_input(Item::Eof);
+                    }
+                }
+            }
+            Event::Timer => {}
+        }
+    }
+}
+
+/// `side` has written its end of stream: its destination is closed, which is the source of
+/// `other`, so `other` reads no more and ends once its pipeline is flushed.
+fn finish(side: &mut Side, other: &mut Side) {
+    side.done = true;
+    side.reading = false;
+    if other.reading {
+        other.reading = false;
+        other.link.push_input(Item::Eof);
+    }
+}

@@ -1,0 +1,291 @@
+//! Unit tests of the link state machine, on explicit instants (no sockets, no sleeping).
+
+use super::*;
+use crate::toxic::Direction;
+
+fn toxic(id: u64, kind: ToxicKind) -> Arc<Toxic> {
+    Arc::new(Toxic {
+        id,
+        generation: 0,
+        name: format!("t{id}"),
+        stream: "downstream".into(),
+        direction: Direction::Downstream,
+        toxicity: 1.0,
+        kind,
+    })
+}
+
+fn data(s: &str, ts: Instant) -> Item {
+    Item::Data {
+        data: Bytes::copy_from_slice(s.as_bytes()),
+        ts,
+    }
+}
+
+/// Drains everything writable; returns it as a string.
+fn take_out(link: &mut Link) -> String {
+    let mut out = Vec::new();
+    while let Some(b) = link.next_write() {
+        out.extend_from_slice(&b);
+        link.wrote(b.len());
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn no_toxics_passes_through_and_ends() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let mut link = Link::new(&[], t0, &mut rng);
+    link.push_input(data("hello", t0));
+    assert_eq!(link.advance(t0, &mut rng), None);
+    assert_eq!(take_out(&mut link), "hello");
+    link.push_input(Item::Eof);
+    link.advance(t0, &mut rng);
+    assert!(link.output_ended());
+    assert!(!link.wants_input());
+}
+
+#[test]
+fn latency_delays_each_chunk_from_its_read_time() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(
+        1,
+        ToxicKind::Latency {
+            latency: 100,
+            jitter: 0,
+        },
+    )];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("a", t0));
+    link.push_input(data("b", t0 + ms(10)));
+    assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(100)));
+    assert_eq!(take_out(&mut link), "");
+    assert_eq!(link.advance(t0 + ms(100), &mut rng), Some(t0 + ms(110)));
+    assert_eq!(take_out(&mut link), "a");
+    assert_eq!(link.advance(t0 + ms(110), &mut rng), None);
+    assert_eq!(take_out(&mut link), "b");
+}
+
+#[test]
+fn jitter_stays_within_bounds() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    let t0 = Instant::now();
+    let chain = [toxic(
+        1,
+        ToxicKind::Latency {
+            latency: 100,
+            jitter: 20,
+        },
+    )];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    for _ in 0..50 {
+        link.push_input(data("x", t0));
+        let due = link.advance(t0, &mut rng).unwrap();
+        assert!(due >= t0 + ms(80) && due < t0 + ms(120), "{:?}", due - t0);
+        link.advance(due, &mut rng);
+        assert_eq!(take_out(&mut link), "x");
+    }
+}
+
+#[test]
+fn bandwidth_zero_holds_then_heals_in_order() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::Bandwidth { rate: 0 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("one ", t0));
+    link.push_input(data("two ", t0));
+    assert_eq!(link.advance(t0 + ms(1000), &mut rng), None);
+    assert_eq!(take_out(&mut link), "");
+    assert_eq!(link.buffered(), 8);
+    link.reconcile(&[], t0, &mut rng);
+    link.push_input(data("three", t0));
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "one two three");
+}
+
+#[test]
+fn bandwidth_paces_data() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    // 10 KB/s: 2000 bytes take 200 ms, in pieces of 1000 bytes (100 ms each).
+    let chain = [toxic(1, ToxicKind::Bandwidth { rate: 10 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data(&"x".repeat(2000), t0));
+    assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(100)));
+    assert_eq!(link.advance(t0 + ms(100), &mut rng), Some(t0 + ms(200)));
+    assert_eq!(take_out(&mut link).len(), 1000);
+    assert_eq!(link.advance(t0 + ms(200), &mut rng), None);
+    assert_eq!(take_out(&mut link).len(), 1000);
+}
+
+#[test]
+fn timeout_zero_drops_silently_and_removal_closes() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("lost", t0));
+    assert_eq!(link.advance(t0 + ms(60_000), &mut rng), None);
+    assert_eq!(take_out(&mut link), "");
+    assert!(!link.output_ended());
+    assert!(link.wants_input());
+    link.reconcile(&[], t0, &mut rng);
+    link.advance(t0, &mut rng);
+    assert!(link.output_ended());
+}
+
+#[test]
+fn timeout_closes_after_quiet_period() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::Timeout { timeout: 50 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(50)));
+    link.push_input(data("x", t0 + ms(30)));
+    assert_eq!(link.advance(t0 + ms(30), &mut rng), Some(t0 + ms(80)));
+    link.advance(t0 + ms(80), &mut rng);
+    assert!(link.output_ended());
+    assert_eq!(take_out(&mut link), "");
+}
+
+#[test]
+fn reset_peer_fires_after_first_data_plus_timeout() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::ResetPeer { timeout: 20 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    assert_eq!(link.advance(t0 + ms(500), &mut rng), None);
+    link.push_input(data("x", t0 + ms(500)));
+    assert_eq!(link.advance(t0 + ms(500), &mut rng), Some(t0 + ms(520)));
+    assert!(!link.reset_requested());
+    link.advance(t0 + ms(520), &mut rng);
+    assert!(link.reset_requested());
+    assert_eq!(take_out(&mut link), "");
+}
+
+#[test]
+fn slow_close_delays_only_the_end() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::SlowClose { delay: 40 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("bye", t0));
+    link.push_input(Item::Eof);
+    assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(40)));
+    assert_eq!(take_out(&mut link), "bye");
+    assert!(!link.output_ended());
+    link.advance(t0 + ms(40), &mut rng);
+    assert!(link.output_ended());
+}
+
+#[test]
+fn limit_data_truncates_then_closes() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::LimitData { bytes: 5 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("abc", t0));
+    link.advance(t0, &mut rng);
+    assert!(!link.output_ended());
+    link.push_input(data("defg", t0));
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "abcde");
+    assert!(link.output_ended());
+}
+
+#[test]
+fn slicer_cuts_chunks_with_delays() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(
+        1,
+        ToxicKind::Slicer {
+            average_size: 4,
+            size_variation: 0,
+            delay: 1000,
+        },
+    )];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("abcdefghij", t0));
+    assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(1)));
+    assert_eq!(link.next_write().unwrap().len(), 4);
+    link.advance(t0 + ms(1), &mut rng);
+    link.advance(t0 + ms(2), &mut rng);
+    assert_eq!(take_out(&mut link), "abcdefghij");
+}
+
+#[test]
+fn removed_stage_hands_its_data_on_in_order() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let lat = toxic(
+        1,
+        ToxicKind::Latency {
+            latency: 100,
+            jitter: 0,
+        },
+    );
+    let stall = toxic(2, ToxicKind::Bandwidth { rate: 0 });
+    let mut link = Link::new(&[lat.clone(), stall.clone()], t0, &mut rng);
+    link.push_input(data("1", t0));
+    link.advance(t0 + ms(100), &mut rng); // "1" now held by the stall
+    link.push_input(data("2", t0 + ms(100)));
+    link.advance(t0 + ms(100), &mut rng); // "2" held by the latency
+    link.reconcile(&[lat], t0 + ms(100), &mut rng);
+    link.advance(t0 + ms(100), &mut rng);
+    assert_eq!(take_out(&mut link), "1");
+    link.advance(t0 + ms(200), &mut rng);
+    assert_eq!(take_out(&mut link), "2");
+}
+
+#[test]
+fn toxics_added_later_apply_to_the_live_link() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let mut link = Link::new(&[], t0, &mut rng);
+    link.reconcile(&[toxic(1, ToxicKind::Timeout { timeout: 0 })], t0, &mut rng);
+    link.push_input(data("x", t0));
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "");
+    assert!(!link.output_ended());
+}
+
+#[test]
+fn zero_toxicity_never_applies() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let mut t = (*toxic(1, ToxicKind::Timeout { timeout: 0 })).clone();
+    t.toxicity = 0.0;
+    let mut link = Link::new(&[Arc::new(t)], t0, &mut rng);
+    link.push_input(data("x", t0));
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "x");
+}
+
+#[test]
+fn update_releases_the_chunk_in_progress() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let lat = toxic(
+        1,
+        ToxicKind::Latency {
+            latency: 1000,
+            jitter: 0,
+        },
+    );
+    let mut link = Link::new(std::slice::from_ref(&lat), t0, &mut rng);
+    link.push_input(data("x", t0));
+    link.advance(t0, &mut rng);
+    let mut updated = (*lat).clone();
+    updated.generation += 1;
+    link.reconcile(&[Arc::new(updated)], t0, &mut rng);
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "x");
+}

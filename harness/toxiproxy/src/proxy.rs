@@ -1,0 +1,179 @@
+//! A proxy: its listener, its accept loop and its live connections.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::conn::{self, ConnCtx};
+use crate::error::ApiError;
+use crate::net::resolve_listen;
+use crate::toxic::ToxicView;
+use crate::toxics::{ToxicCollection, ToxicSet};
+
+/// Shared source of per-connection random seeds (seeded by `-seed` for reproducible runs).
+pub(crate) type SeedSource = Arc<Mutex<fastrand::Rng>>;
+
+/// The JSON form of a proxy: `{name, listen, upstream, enabled, toxics}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProxyView {
+    /// Name.
+    pub name: String,
+    /// Listen address; the bound address once the proxy has started (port 0 resolved).
+    pub listen: String,
+    /// Upstream address.
+    pub upstream: String,
+    /// Whether the proxy listens.
+    pub enabled: bool,
+    /// Its toxics.
+    pub toxics: Vec<ToxicView>,
+}
+
+/// A running listener and its connections.
+#[derive(Debug)]
+struct Running {
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// A proxy.
+#[derive(Debug)]
+pub(crate) struct Proxy {
+    pub name: String,
+    pub listen: String,
+    pub upstream: String,
+    pub toxics: ToxicCollection,
+    running: Option<Running>,
+    seeds: SeedSource,
+}
+
+impl Proxy {
+    /// A stopped proxy.
+    pub fn new(name: String, listen: String, upstream: String, seeds: SeedSource) -> Self {
+        Self {
+            name,
+            listen,
+            upstream,
+            toxics: ToxicCollection::new(),
+            running: None,
+            seeds,
+        }
+    }
+
+    /// Whether the proxy listens.
+    pub fn enabled(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// The JSON form.
+    pub fn view(&self) -> ProxyView {
+        ProxyView {
+            name: self.name.clone(),
+            listen: self.listen.clone(),
+            upstream: self.upstream.clone(),
+            enabled: self.enabled(),
+            toxics: self.toxics.views(),
+        }
+    }
+
+    /// Starts listening; afterwards `listen` is the bound address. A listen failure is a 500
+    /// with Go's wording (`listen tcp ADDR: ...`), as upstream answers it.
+    pub async fn start(&mut self) -> Result<(), ApiError> {
+        if self.running.is_some() {
+            return Ok(());
+        }
+        let listener = bind(&self.listen)
+            .await
+            .map_err(|e| ApiError::internal(format!("listen tcp {}: {e}", self.listen)))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        self.listen = local.to_string();
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(accept_loop(
+            listener,
+            AcceptCtx {
+                name: self.name.clone(),
+                upstream: self.upstream.clone(),
+                local,
+                toxics: self.toxics.subscribe(),
+                cancel: cancel.clone(),
+                tracker: tracker.clone(),
+                seeds: self.seeds.clone(),
+            },
+        ));
+        self.running = Some(Running { cancel, tracker });
+        info!(name = %self.name, proxy = %self.listen, upstream = %self.upstream, "Started proxy");
+        Ok(())
+    }
+
+    /// Stops listening and closes every connection; returns once they are closed.
+    pub async fn stop(&mut self) {
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        running.cancel.cancel();
+        running.tracker.close();
+        running.tracker.wait().await;
+        info!(name = %self.name, proxy = %self.listen, upstream = %self.upstream, "Terminated proxy");
+    }
+}
+
+/// Binds like Go's `net.Listen("tcp", addr)` (SO_REUSEADDR is set by tokio on Unix).
+async fn bind(listen: &str) -> std::io::Result<TcpListener> {
+    let candidates = resolve_listen(listen).await?;
+    let mut last = None;
+    for addr in candidates {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address to listen on")))
+}
+
+/// What the accept loop needs.
+struct AcceptCtx {
+    name: String,
+    upstream: String,
+    local: SocketAddr,
+    toxics: watch::Receiver<Arc<ToxicSet>>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    seeds: SeedSource,
+}
+
+async fn accept_loop(listener: TcpListener, ctx: AcceptCtx) {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        let (socket, peer) = match accepted {
+            Ok(x) => x,
+            Err(err) => {
+                warn!(proxy = %ctx.name, listen = %ctx.local, %err, "Error while accepting client");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        info!(name = %ctx.name, client = %peer, proxy = %ctx.local, upstream = %ctx.upstream,
+            "Accepted client");
+        let seed = ctx.seeds.lock().unwrap_or_else(|e| e.into_inner()).u64(..);
+        let conn_ctx = ConnCtx {
+            proxy: ctx.name.clone(),
+            upstream: ctx.upstream.clone(),
+            toxics: ctx.toxics.clone(),
+            cancel: ctx.cancel.child_token(),
+            rng: fastrand::Rng::with_seed(seed),
+        };
+        ctx.tracker.spawn(conn::serve(socket, peer, conn_ctx));
+    }
+}

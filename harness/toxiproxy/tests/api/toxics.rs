@@ -1,0 +1,247 @@
+//! Each toxic's effect on real TCP traffic through a proxy to an echo server, set through
+//! `toxiproxy_rust` on connections that are already open (the harness's use).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+const SHORT: Duration = Duration::from_millis(300);
+
+#[test]
+fn data_passes_unchanged_both_ways() {
+    let f = Fixture::new();
+    let (_proxy, mut conn) = f.echo_proxy("plain");
+    let payload: Vec<u8> = (0..512 * 1024).map(|i| (i * 7 % 251) as u8).collect();
+    let mut writer = conn.try_clone().unwrap();
+    let sent = payload.clone();
+    let t = std::thread::spawn(move || writer.write_all(&sent).unwrap());
+    assert_eq!(
+        read_n(&mut conn, payload.len(), Duration::from_secs(5)),
+        payload
+    );
+    t.join().unwrap();
+}
+
+#[test]
+fn latency_delays_and_removal_restores() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("lat");
+    proxy
+        .with_latency("downstream".into(), 150, 0, 1.0)
+        .with_latency("upstream".into(), 50, 0, 1.0);
+    let start = Instant::now();
+    assert_echo(&mut conn, b"ping");
+    let rtt = start.elapsed();
+    assert!(rtt >= Duration::from_millis(200), "round trip {rtt:?}");
+    assert!(rtt < Duration::from_millis(1000), "round trip {rtt:?}");
+    proxy.delete_all_toxics().unwrap();
+    let start = Instant::now();
+    assert_echo(&mut conn, b"pong");
+    assert!(start.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
+fn toxic_update_applies_to_live_connection() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("upd");
+    proxy.with_latency("downstream".into(), 2000, 0, 1.0);
+    let (status, _) = f.call(
+        "POST",
+        "/proxies/upd/toxics/latency_downstream",
+        Some(r#"{"attributes": {"latency": 20}}"#),
+    );
+    assert_eq!(status, 200);
+    let start = Instant::now();
+    assert_echo(&mut conn, b"quick");
+    let rtt = start.elapsed();
+    assert!(rtt >= Duration::from_millis(20) && rtt < Duration::from_millis(1000));
+}
+
+#[test]
+fn timeout_zero_is_a_silent_black_hole_and_removal_closes() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("hole");
+    proxy.with_timeout("upstream".into(), 0, 1.0);
+    conn.write_all(b"into the void").unwrap();
+    assert_silent_and_open(&mut conn, SHORT);
+    conn.write_all(b"still nothing").unwrap();
+    assert_silent_and_open(&mut conn, SHORT);
+    proxy.delete_all_toxics().unwrap();
+    let (_, after) = wait_closed(&mut conn, Duration::from_secs(2));
+    assert!(after < Duration::from_millis(500));
+    // New connections work again.
+    let mut fresh = connect(&proxy);
+    assert_echo(&mut fresh, b"healed");
+}
+
+#[test]
+fn timeout_closes_after_its_delay() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("to");
+    let start = Instant::now();
+    proxy.with_timeout("downstream".into(), 200, 1.0);
+    conn.write_all(b"dropped").unwrap();
+    let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
+    let elapsed = start.elapsed();
+    assert_eq!(ending, Ending::Eof);
+    assert!(
+        elapsed >= Duration::from_millis(200),
+        "closed after {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(1000),
+        "closed after {elapsed:?}"
+    );
+}
+
+#[test]
+fn bandwidth_zero_stalls_then_heals_with_held_data() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("stall");
+    proxy
+        .with_bandwidth("upstream".into(), 0, 1.0)
+        .with_bandwidth("downstream".into(), 0, 1.0);
+    conn.write_all(b"held").unwrap();
+    assert_silent_and_open(&mut conn, SHORT);
+    conn.write_all(b" then more").unwrap();
+    assert_silent_and_open(&mut conn, Duration::from_millis(100));
+    proxy.delete_all_toxics().unwrap();
+    assert_eq!(
+        read_n(&mut conn, 14, Duration::from_secs(2)),
+        b"held then more"
+    );
+    assert_echo(&mut conn, b"and after");
+}
+
+#[test]
+fn bandwidth_limits_throughput() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("bw");
+    proxy.with_bandwidth("downstream".into(), 100, 1.0); // 100 KB/s
+    let payload = vec![7u8; 50_000];
+    let start = Instant::now();
+    conn.write_all(&payload).unwrap();
+    assert_eq!(
+        read_n(&mut conn, payload.len(), Duration::from_secs(3)),
+        payload
+    );
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(400), "took {took:?}");
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+}
+
+#[test]
+fn reset_peer_sends_rst_to_the_client() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("rst");
+    proxy.with_reset_peer_raw(&f, "downstream", 100);
+    let start = Instant::now();
+    conn.write_all(b"trigger").unwrap();
+    let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Reset);
+    assert!(start.elapsed() >= Duration::from_millis(100));
+}
+
+#[test]
+fn slow_close_delays_the_close() {
+    let f = Fixture::new();
+    let server = f.block_on(greet_and_close_server(b"bye"));
+    let proxy = f.proxy("slow", server);
+    proxy.with_slow_close("downstream".into(), 300, 1.0);
+    let start = Instant::now();
+    let mut conn = connect(&proxy);
+    assert_eq!(read_n(&mut conn, 3, Duration::from_secs(2)), b"bye");
+    let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(300), "closed after {took:?}");
+    // Without the toxic the close is immediate.
+    proxy.delete_all_toxics().unwrap();
+    let start = Instant::now();
+    let mut conn = connect(&proxy);
+    wait_closed(&mut conn, Duration::from_secs(2));
+    assert!(start.elapsed() < Duration::from_millis(200));
+}
+
+#[test]
+fn limit_data_closes_after_n_bytes() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("limit");
+    proxy.with_limit_data("downstream".into(), 10, 1.0);
+    conn.write_all(b"0123456789abcdefghij").unwrap();
+    assert_eq!(read_n(&mut conn, 10, Duration::from_secs(2)), b"0123456789");
+    let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+}
+
+#[test]
+fn slicer_keeps_data_intact() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("slice");
+    proxy.with_slicer("downstream".into(), 10, 5, 100, 1.0);
+    let payload: Vec<u8> = (0..2000u32).map(|i| (i % 256) as u8).collect();
+    conn.write_all(&payload).unwrap();
+    assert_eq!(
+        read_n(&mut conn, payload.len(), Duration::from_secs(3)),
+        payload
+    );
+}
+
+#[test]
+fn zero_toxicity_never_applies() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("lucky");
+    proxy.with_timeout("downstream".into(), 0, 0.0);
+    assert_echo(&mut conn, b"unharmed");
+    let mut fresh = connect(&proxy);
+    assert_echo(&mut fresh, b"unharmed too");
+}
+
+#[test]
+fn disabling_closes_existing_connections() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("off");
+    proxy.disable().unwrap();
+    wait_closed(&mut conn, Duration::from_secs(1));
+    assert!(std::net::TcpStream::connect(&proxy.proxy_pack.listen).is_err());
+    proxy.enable().unwrap();
+    let mut fresh = connect(&proxy);
+    assert_echo(&mut fresh, b"on again");
+}
+
+#[test]
+fn deleting_closes_existing_connections() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("del");
+    proxy.delete().unwrap();
+    wait_closed(&mut conn, Duration::from_secs(1));
+}
+
+#[test]
+fn unreachable_upstream_closes_the_client() {
+    let f = Fixture::new();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let proxy = f.proxy("dead", dead);
+    let mut conn = connect(&proxy);
+    wait_closed(&mut conn, Duration::from_secs(2));
+}
+
+/// `toxiproxy_rust` 0.1.6 has no call for `reset_peer`, so it is created over plain HTTP.
+trait ResetPeer {
+    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32);
+}
+
+impl ResetPeer for toxiproxy_rust::proxy::Proxy {
+    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32) {
+        let body = serde_json::json!({"type": "reset_peer", "stream": stream,
+            "attributes": {"timeout": timeout}});
+        let path = format!("/proxies/{}/toxics", self.proxy_pack.name);
+        assert_eq!(f.call("POST", &path, Some(&body.to_string())).0, 200);
+        let toxics = self.toxics().unwrap();
+        assert_eq!(toxics[0].r#type, "reset_peer");
+    }
+}
