@@ -18,7 +18,12 @@ pub const IDLE_SESSION_INTERVALS: u32 = 4;
 ///
 /// ```compile_fail
 /// // CFG-1: there is no way to leave the pool out.
-/// let cfg = elector::Config { check_interval: std::time::Duration::ZERO, registry: None, verify_lock: false };
+/// let cfg = elector::Config {
+///     check_interval: std::time::Duration::ZERO,
+///     registry: None,
+///     verify_lock: false,
+///     detect_shared_session: true,
+/// };
 /// ```
 #[derive(Clone)]
 pub struct Config {
@@ -36,6 +41,11 @@ pub struct Config {
     /// holds the key, so an unlock or `DISCARD ALL` on the lock session demotes it.
     /// Default: `false` (the spec's plain `SELECT 1`).
     pub verify_lock: bool,
+    /// POOL-1 (beyond the spec): a standby whose own server session already holds the key (a
+    /// session shared through a transaction-mode pooler) refuses to lead with
+    /// [`Error::SharedSession`](crate::Error::SharedSession) instead of stacking a second grant.
+    /// Default: `true`; turn it off only to demonstrate the hazard.
+    pub detect_shared_session: bool,
 }
 
 impl Config {
@@ -46,6 +56,7 @@ impl Config {
             check_interval: DEFAULT_CHECK_INTERVAL,
             registry: None,
             verify_lock: false,
+            detect_shared_session: true,
         }
     }
 
@@ -78,6 +89,7 @@ impl std::fmt::Debug for Config {
             .field("check_interval", &self.check_interval)
             .field("registry", &self.registry.is_some())
             .field("verify_lock", &self.verify_lock)
+            .field("detect_shared_session", &self.detect_shared_session)
             .finish()
     }
 }

@@ -28,6 +28,7 @@ pub(crate) struct Inner {
     pub(crate) pool: deadpool_postgres::Pool,
     pub(crate) interval: Duration,
     pub(crate) verify_lock: bool,
+    pub(crate) detect_shared_session: bool,
     pub(crate) gauge: LeaderGauge,
     /// ISL-1: the one source of truth for `is_leader`.
     pub(crate) leader: AtomicBool,
@@ -84,6 +85,7 @@ impl Elector {
                 pool: config.pool,
                 interval,
                 verify_lock: config.verify_lock,
+                detect_shared_session: config.detect_shared_session,
                 gauge,
                 leader: AtomicBool::new(false),
                 current: Mutex::new(None),

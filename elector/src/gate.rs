@@ -50,3 +50,25 @@ impl fmt::Debug for Gate {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// LOOP-3: a gate with no predicate stays open; a predicate gate follows its predicate.
+    #[test]
+    fn open_gate_and_predicate_gate() {
+        assert!(Gate::open().allows());
+        assert!(Gate::default().allows());
+        assert!(Gate::leader_or_open(None).allows());
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        let gate = Gate::new(move || f.load(Ordering::SeqCst));
+        assert!(!gate.allows());
+        flag.store(true, Ordering::SeqCst);
+        assert!(gate.allows());
+    }
+}

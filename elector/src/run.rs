@@ -136,7 +136,12 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<LockSession>, Error> {
     let conn = timeout(t, inner.pool.get())
         .await
         .map_err(|_| Error::Timeout(t))??;
-    let answer = match timeout(t, conn.simple_query(sql::TRY_LOCK)).await {
+    let attempt = if inner.detect_shared_session {
+        sql::TRY_LOCK
+    } else {
+        sql::TRY_LOCK_UNGUARDED
+    };
+    let answer = match timeout(t, conn.simple_query(attempt)).await {
         Ok(Ok(messages)) => messages,
         Ok(Err(e)) => {
             drop(Object::take(conn));

@@ -30,6 +30,11 @@ WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = 18
 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted) THEN 'shared' \
 WHEN pg_try_advisory_lock(1886156915, 1) THEN 'granted' ELSE 'refused' END, pg_backend_pid()";
 
+/// A standby's check without the shared-session guard: the spec's plain attempt, for showing
+/// the transaction-mode pooler hazard (POOL-1) with `Config::detect_shared_session` off.
+pub const TRY_LOCK_UNGUARDED: &str = "SELECT CASE \
+WHEN pg_try_advisory_lock(1886156915, 1) THEN 'granted' ELSE 'refused' END, pg_backend_pid()";
+
 /// The leader's check (RUN-5): proves the session is alive.
 pub const PING: &str = "SELECT 1";
 
@@ -57,7 +62,13 @@ mod tests {
     fn key_is_plxs() {
         assert_eq!(LOCK_CLASSID, 0x706C_7873);
         assert_eq!(&LOCK_CLASSID.to_be_bytes(), b"plxs");
-        for sql in [LEADER_QUERY, TRY_LOCK, PING_VERIFY, UNLOCK] {
+        for sql in [
+            LEADER_QUERY,
+            TRY_LOCK,
+            TRY_LOCK_UNGUARDED,
+            PING_VERIFY,
+            UNLOCK,
+        ] {
             assert!(sql.contains(&LOCK_CLASSID.to_string()), "{sql}");
         }
     }

@@ -268,3 +268,115 @@ impl Check for WorkersProbe {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn budget() -> RestartBudget {
+        RestartBudget {
+            max_restarts: 3,
+            window: Duration::from_secs(60),
+            backoff: Duration::from_secs(1),
+        }
+    }
+
+    /// LOOP-5: a worker that keeps panicking is restarted `max_restarts` times, then stays down
+    /// and the workers probe reports it; a healthy worker is untouched.
+    #[tokio::test(start_paused = true)]
+    async fn panicking_worker_exhausts_its_budget() {
+        let starts = Arc::new(AtomicU32::new(0));
+        let mut sup = Supervisor::new(budget());
+        let s = starts.clone();
+        sup.add("flaky", move |_token| {
+            let n = s.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 100 {
+                    panic!("flaky start {n}");
+                }
+                Ok::<(), String>(())
+            }
+        });
+        sup.add(ELECTION_WORKER, |token: CancellationToken| async move {
+            token.cancelled().await;
+            Ok::<(), String>(())
+        });
+        let (probe, statuses) = (sup.probe(), sup.statuses());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(sup.run(shutdown.clone()));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+
+        assert_eq!(
+            starts.load(Ordering::SeqCst),
+            4,
+            "the first start and three restarts"
+        );
+        let flaky = statuses
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == "flaky")
+            .unwrap();
+        assert_eq!(flaky.state, WorkerState::Exhausted);
+        assert_eq!(flaky.restarts, 3);
+        assert_eq!(flaky.last_exit.as_deref(), Some("panicked: flaky start 3"));
+        let err = probe.check().unwrap_err();
+        assert!(
+            err.contains("\"flaky\" exhausted its restart budget"),
+            "{err}"
+        );
+        let leader = statuses
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == ELECTION_WORKER)
+            .unwrap();
+        assert_eq!(leader.state, WorkerState::Running);
+
+        shutdown.cancel();
+        task.await.unwrap();
+        let leader = statuses
+            .snapshot()
+            .into_iter()
+            .find(|s| s.name == ELECTION_WORKER)
+            .unwrap();
+        assert_eq!(
+            leader.state,
+            WorkerState::Stopped,
+            "not restarted after shutdown"
+        );
+    }
+
+    /// LOOP-5: restarts spread wider than the window never exhaust the budget; a returning
+    /// worker is restarted after the back-off.
+    #[tokio::test(start_paused = true)]
+    async fn restarts_outside_the_window_do_not_count() {
+        let starts = Arc::new(AtomicU32::new(0));
+        let mut sup = Supervisor::new(RestartBudget {
+            max_restarts: 2,
+            window: Duration::from_secs(5),
+            backoff: Duration::from_secs(1),
+        });
+        let s = starts.clone();
+        sup.add("returns", move |_token| {
+            s.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                Err::<(), _>("done early")
+            }
+        });
+        let (probe, statuses) = (sup.probe(), sup.statuses());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(sup.run(shutdown.clone()));
+        // Starts at 0, 5, 10, 15, 20, 25 s: each restart has at most one other in its window.
+        tokio::time::sleep(Duration::from_millis(27_500)).await;
+        assert_eq!(starts.load(Ordering::SeqCst), 6);
+        assert_eq!(probe.check(), Ok(()));
+        let st = &statuses.snapshot()[0];
+        assert_eq!(st.state, WorkerState::Running);
+        assert_eq!(st.last_exit.as_deref(), Some("failed: done early"));
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+}

@@ -60,6 +60,17 @@ pub enum ReplicaEvent {
         /// Whether an elector (and the background loops) run.
         elector: bool,
     },
+    /// One boot pass of a probed loop ran, ungated, before the replica reported ready (LOOP-6,
+    /// READY-1); every replica runs them, leader or not.
+    BootPass {
+        /// The loop's name.
+        #[serde(rename = "loop")]
+        loop_name: String,
+        /// How it ended (`ok`, `failed` or `panicked`).
+        outcome: TickKind,
+        /// The error, or the probe's panic text, if any.
+        error: Option<String>,
+    },
     /// The boot passes ran and the replica serves (LOOP-6).
     Ready,
     /// A standby's check was refused: another session holds the lock.
@@ -159,7 +170,9 @@ mod tests {
             },
         };
         let json = line.to_json();
-        assert!(json.contains(r#""event":"tick""#) && json.contains(r#""loop":"invitations-expire""#));
+        assert!(
+            json.contains(r#""event":"tick""#) && json.contains(r#""loop":"invitations-expire""#)
+        );
         assert_eq!(EventLine::parse(&json, "r1"), line);
         let junk = EventLine::parse("thread main panicked", "r2");
         assert_eq!(junk.replica, "r2");

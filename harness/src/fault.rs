@@ -1,1 +1,612 @@
-//! Fault verbs (being written).
+//! The fault verbs (the nemesis): network faults on one replica's Toxiproxy proxy, faults of
+//! the PostgreSQL server, and signals to replica processes.
+//!
+//! Every verb returns a [`FaultRecord`]: what was applied (or lifted), to what, and when —
+//! `start` when the call began and `end` when it returned and the fault was in effect, both
+//! relative to the run's start — so the caller puts faults on the timeline as entries of the
+//! same history as the replicas' transitions. The nemesis also keeps every record
+//! ([`Nemesis::records`]).
+//!
+//! | verb | effect | inverse |
+//! |---|---|---|
+//! | [`partition`](Nemesis::partition) | silent black hole both ways (`timeout` 0 on both streams) | [`heal`](Nemesis::heal) (closes the connections) |
+//! | [`stall`](Nemesis::stall) | `bandwidth` 0 on both streams | [`heal`](Nemesis::heal) (data flows again) |
+//! | [`latency`](Nemesis::latency) | round trip + d ± jitter | [`clear_latency`](Nemesis::clear_latency) |
+//! | [`reset`](Nemesis::reset) | RST on the next data from the client, every connection | [`heal`](Nemesis::heal) |
+//! | [`disable`](Nemesis::disable) | proxy closed: connections closed, new ones refused | [`enable`](Nemesis::enable) |
+//! | [`kill_backend`](Nemesis::kill_backend) | `pg_terminate_backend(pid)` | none |
+//! | [`restart_server`](Nemesis::restart_server) | PostgreSQL stopped and started | none |
+//! | [`stop_server`](Nemesis::stop_server) | PostgreSQL stopped | [`start_server`](Nemesis::start_server) |
+//! | [`kill`](Nemesis::kill) | SIGKILL a replica | [`restart`](Nemesis::restart) |
+//! | [`freeze`](Nemesis::freeze) | SIGSTOP a replica | [`thaw`](Nemesis::thaw) (SIGCONT) |
+//! | [`terminate`](Nemesis::terminate) | SIGTERM a replica | [`restart`](Nemesis::restart) |
+//!
+//! Verb names are the scenario files' (`partition`, `kill-backend`, `restart-server`, ...).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use futures::future::BoxFuture;
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::topology::proxy::{Stream, Toxic};
+use crate::topology::{Observer, Topology};
+
+/// One fault applied or lifted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FaultRecord {
+    /// The verb, as scenario files name it: `partition`, `stall`, `latency`, `reset`,
+    /// `disable`, `kill-backend`, `restart-server`, `stop-server`, `kill`, `freeze`,
+    /// `terminate`, `restart`.
+    pub verb: String,
+    /// What it targets: a replica (proxy) name, `postgres`, or `backend <pid>`.
+    pub target: String,
+    /// Whether this record lifts the fault (a heal) rather than applying it.
+    pub lifted: bool,
+    /// A human label, e.g. `partition r1 (black hole, both directions)`.
+    pub label: String,
+    /// When the call began, since the run's start.
+    pub start: Duration,
+    /// When the call returned (the fault in effect, or lifted), since the run's start.
+    pub end: Duration,
+}
+
+impl FaultRecord {
+    /// `start` in milliseconds.
+    pub fn start_ms(&self) -> f64 {
+        self.start.as_secs_f64() * 1000.0
+    }
+
+    /// `end` in milliseconds.
+    pub fn end_ms(&self) -> f64 {
+        self.end.as_secs_f64() * 1000.0
+    }
+}
+
+/// A process the nemesis can signal and restart: a replica. Implemented for
+/// [`ReplicaProcess`](crate::replica::ReplicaProcess).
+pub trait ProcessTarget: Send {
+    /// Its name (the record's target).
+    fn target_name(&self) -> String;
+    /// Sends `signal` to it.
+    ///
+    /// # Errors
+    /// The signal could not be sent.
+    fn send_signal(&mut self, signal: Signal) -> anyhow::Result<()>;
+    /// Starts it again (after killing it, if it runs).
+    fn restart_process(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
+}
+
+impl ProcessTarget for crate::replica::ReplicaProcess {
+    fn target_name(&self) -> String {
+        self.name().to_owned()
+    }
+
+    fn send_signal(&mut self, signal: Signal) -> anyhow::Result<()> {
+        self.signal(signal)
+    }
+
+    fn restart_process(&mut self) -> BoxFuture<'_, anyhow::Result<()>> {
+        Box::pin(self.restart())
+    }
+}
+
+/// The verbs a [`heal`](Nemesis::heal) lifts, with their toxics.
+const HEALED: [(&str, Toxic); 3] = [
+    ("partition", Toxic::Timeout { timeout: 0 }),
+    ("stall", Toxic::Bandwidth { rate: 0 }),
+    ("reset", Toxic::ResetPeer { timeout: 0 }),
+];
+
+/// The fault injector of one run.
+pub struct Nemesis {
+    topology: Topology,
+    observer: Observer,
+    run_start: Instant,
+    records: Arc<Mutex<Vec<FaultRecord>>>,
+    /// Proxy faults in effect, by target (for the heal's record).
+    active: Mutex<BTreeMap<String, BTreeSet<&'static str>>>,
+}
+
+impl std::fmt::Debug for Nemesis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nemesis")
+            .field("topology", &self.topology)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Nemesis {
+    /// A nemesis for `topology`; record times are relative to `run_start`. It has an observer
+    /// connection of its own (directly to PostgreSQL) for the backend verbs.
+    pub fn new(topology: &Topology, run_start: Instant) -> Nemesis {
+        Nemesis {
+            topology: topology.clone(),
+            observer: Observer::new(topology),
+            run_start,
+            records: Arc::default(),
+            active: Mutex::default(),
+        }
+    }
+
+    /// Every record so far, in order.
+    pub fn records(&self) -> Vec<FaultRecord> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// The nemesis's observer (PostgreSQL directly, reconnecting after restarts).
+    pub fn observer(&self) -> &Observer {
+        &self.observer
+    }
+
+    fn record(
+        &self,
+        verb: &str,
+        target: &str,
+        lifted: bool,
+        label: String,
+        started: Instant,
+    ) -> FaultRecord {
+        let record = FaultRecord {
+            verb: verb.to_owned(),
+            target: target.to_owned(),
+            lifted,
+            label,
+            start: started.saturating_duration_since(self.run_start),
+            end: Instant::now().saturating_duration_since(self.run_start),
+        };
+        if let Ok(mut r) = self.records.lock() {
+            r.push(record.clone());
+        }
+        tracing::info!(
+            verb = %record.verb, target = %record.target, lifted, start_ms = record.start_ms(),
+            end_ms = record.end_ms(), "{}", record.label
+        );
+        record
+    }
+
+    fn mark(&self, target: &str, verb: &'static str, on: bool) {
+        if let Ok(mut a) = self.active.lock() {
+            let set = a.entry(target.to_owned()).or_default();
+            if on {
+                set.insert(verb);
+            } else {
+                set.remove(verb);
+            }
+        }
+    }
+
+    async fn proxy_name(&self, replica: &str) -> anyhow::Result<String> {
+        self.topology
+            .proxy(replica)
+            .await
+            .map(|p| p.name)
+            .ok_or_else(|| anyhow!("no proxy named {replica:?} in this topology"))
+    }
+
+    async fn add_both(&self, proxy: &str, toxic: Toxic) -> anyhow::Result<()> {
+        let tp = self.topology.toxiproxy();
+        tokio::try_join!(
+            tp.add_toxic(proxy, Stream::Upstream, toxic),
+            tp.add_toxic(proxy, Stream::Downstream, toxic),
+        )?;
+        Ok(())
+    }
+
+    /// Cuts `replica` off silently: a `timeout` toxic with timeout 0 on both streams drops all
+    /// data both ways and closes nothing, so PostgreSQL keeps the session (only
+    /// `idle_session_timeout` ends it) and the replica's queries get no answer.
+    ///
+    /// Inverse: [`heal`](Nemesis::heal), which closes the replica's connections through the
+    /// proxy (removing a `timeout` toxic closes the connection).
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn partition(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        self.add_both(&proxy, Toxic::Timeout { timeout: 0 }).await?;
+        self.mark(replica, "partition", true);
+        Ok(self.record(
+            "partition",
+            replica,
+            false,
+            format!("partition {replica} (black hole, both directions)"),
+            started,
+        ))
+    }
+
+    /// Stalls `replica`'s traffic: `bandwidth` 0 on both streams. Nothing is closed and nothing
+    /// is lost; data waits.
+    ///
+    /// Inverse: [`heal`](Nemesis::heal): the waiting data flows and queries complete.
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn stall(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        self.add_both(&proxy, Toxic::Bandwidth { rate: 0 }).await?;
+        self.mark(replica, "stall", true);
+        Ok(self.record(
+            "stall",
+            replica,
+            false,
+            format!("stall {replica} (bandwidth 0, both directions)"),
+            started,
+        ))
+    }
+
+    /// Resets `replica`'s connections: a `reset_peer` toxic on the client-to-server stream
+    /// answers the next data of every connection (existing and new) with an RST. It stays until
+    /// healed, so the replica cannot connect meanwhile.
+    ///
+    /// Inverse: [`heal`](Nemesis::heal).
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn reset(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        self.topology
+            .toxiproxy()
+            .add_toxic(&proxy, Stream::Upstream, Toxic::ResetPeer { timeout: 0 })
+            .await?;
+        self.mark(replica, "reset", true);
+        Ok(self.record(
+            "reset",
+            replica,
+            false,
+            format!("reset {replica} (RST on the next data)"),
+            started,
+        ))
+    }
+
+    /// Lifts [`partition`](Nemesis::partition), [`stall`](Nemesis::stall) and
+    /// [`reset`](Nemesis::reset) on `replica` (latency and a disabled proxy stay: see
+    /// [`clear_latency`](Nemesis::clear_latency) and [`enable`](Nemesis::enable)). The
+    /// record's verb names what was in effect (`partition`, `stall+reset`, ...; `heal` when
+    /// none was).
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn heal(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        let tp = self.topology.toxiproxy();
+        let names: Vec<String> = HEALED
+            .iter()
+            .flat_map(|(_, toxic)| Stream::BOTH.map(|s| toxic.name_on(s)))
+            .collect();
+        futures::future::try_join_all(names.iter().map(|n| tp.remove_toxic(&proxy, n))).await?;
+        let lifted: Vec<&str> = {
+            let mut a = self.active.lock().map_err(|_| anyhow!("nemesis lock"))?;
+            let set = a.entry(replica.to_owned()).or_default();
+            let lifted = HEALED
+                .iter()
+                .map(|(v, _)| *v)
+                .filter(|v| set.contains(v))
+                .collect();
+            for (v, _) in HEALED {
+                set.remove(v);
+            }
+            lifted
+        };
+        let verb = if lifted.is_empty() {
+            "heal".to_owned()
+        } else {
+            lifted.join("+")
+        };
+        Ok(self.record(&verb, replica, true, format!("heal {replica}"), started))
+    }
+
+    /// Adds `delay` (± `jitter`) to every round trip of `replica`: a `latency` toxic on the
+    /// server-to-client stream.
+    ///
+    /// Inverse: [`clear_latency`](Nemesis::clear_latency).
+    ///
+    /// # Errors
+    /// No such proxy, a delay beyond `u32` milliseconds, or Toxiproxy refused.
+    pub async fn latency(
+        &self,
+        replica: &str,
+        delay: Duration,
+        jitter: Duration,
+    ) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        let ms = |d: Duration| u32::try_from(d.as_millis()).context("a delay in u32 milliseconds");
+        let toxic = Toxic::Latency {
+            latency: ms(delay)?,
+            jitter: ms(jitter)?,
+        };
+        let tp = self.topology.toxiproxy();
+        // Replacing a latency already in effect: remove it first (adding keeps the old one).
+        tp.remove_toxic(&proxy, &toxic.name_on(Stream::Downstream))
+            .await?;
+        tp.add_toxic(&proxy, Stream::Downstream, toxic).await?;
+        self.mark(replica, "latency", true);
+        Ok(self.record(
+            "latency",
+            replica,
+            false,
+            format!("latency {replica} +{delay:?} ± {jitter:?} per round trip"),
+            started,
+        ))
+    }
+
+    /// Removes the latency of `replica`.
+    ///
+    /// Inverse of [`latency`](Nemesis::latency).
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn clear_latency(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        let name = Toxic::Latency {
+            latency: 0,
+            jitter: 0,
+        }
+        .name_on(Stream::Downstream);
+        self.topology
+            .toxiproxy()
+            .remove_toxic(&proxy, &name)
+            .await?;
+        self.mark(replica, "latency", false);
+        Ok(self.record(
+            "latency",
+            replica,
+            true,
+            format!("clear the latency of {replica}"),
+            started,
+        ))
+    }
+
+    /// Disables `replica`'s proxy: its connections are closed (a FIN, not a silent partition)
+    /// and new ones are refused.
+    ///
+    /// Inverse: [`enable`](Nemesis::enable).
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn disable(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        self.topology.toxiproxy().set_enabled(&proxy, false).await?;
+        self.mark(replica, "disable", true);
+        Ok(self.record(
+            "disable",
+            replica,
+            false,
+            format!("disable the proxy of {replica} (connections closed)"),
+            started,
+        ))
+    }
+
+    /// Enables `replica`'s proxy again.
+    ///
+    /// Inverse of [`disable`](Nemesis::disable).
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn enable(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        self.topology.toxiproxy().set_enabled(&proxy, true).await?;
+        self.mark(replica, "disable", false);
+        Ok(self.record(
+            "disable",
+            replica,
+            true,
+            format!("enable the proxy of {replica}"),
+            started,
+        ))
+    }
+
+    /// Enables every proxy and removes every toxic (Toxiproxy's reset): lifts every network
+    /// fault at once. The record's target is `*`.
+    ///
+    /// # Errors
+    /// Toxiproxy refused.
+    pub async fn heal_all(&self) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        self.topology.toxiproxy().reset().await?;
+        if let Ok(mut a) = self.active.lock() {
+            a.clear();
+        }
+        Ok(self.record("heal", "*", true, "heal every proxy".to_owned(), started))
+    }
+
+    /// The backend pid of the session holding the leader lock: the spec's leader-finding query
+    /// (`elector::sql::LEADER_QUERY`), verbatim, on the observer; `None` when no granted row.
+    ///
+    /// # Errors
+    /// The query failed.
+    pub async fn leader_backend_pid(&self) -> anyhow::Result<Option<i32>> {
+        let rows = self.observer.query(elector::sql::LEADER_QUERY, &[]).await?;
+        let granted: Vec<i32> = rows
+            .iter()
+            .filter(|r| r.get::<_, bool>(1))
+            .map(|r| r.get::<_, i32>(0))
+            .collect();
+        match granted.as_slice() {
+            [] => Ok(None),
+            [pid] => Ok(Some(*pid)),
+            many => bail!("the leader query returned several granted rows: {many:?}"),
+        }
+    }
+
+    /// Terminates the server backend `pid` (`pg_terminate_backend`) from the observer
+    /// connection: its client gets an error, its session's locks are released.
+    ///
+    /// Inverse: none (the client reconnects on its own).
+    ///
+    /// # Errors
+    /// The query failed, or no backend with that pid was there to terminate.
+    pub async fn kill_backend(&self, pid: i32) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let rows = self
+            .observer
+            .query("SELECT pg_terminate_backend($1)", &[&pid])
+            .await?;
+        let done = rows.first().is_some_and(|r| r.get::<_, bool>(0));
+        if !done {
+            bail!("pg_terminate_backend({pid}) terminated nothing");
+        }
+        Ok(self.record(
+            "kill-backend",
+            &format!("backend {pid}"),
+            false,
+            format!("pg_terminate_backend({pid})"),
+            started,
+        ))
+    }
+
+    /// Terminates the backend that holds the leader lock ([`leader_backend_pid`]
+    /// then [`kill_backend`]).
+    ///
+    /// [`leader_backend_pid`]: Nemesis::leader_backend_pid
+    /// [`kill_backend`]: Nemesis::kill_backend
+    ///
+    /// # Errors
+    /// No session holds the lock, or the termination failed.
+    pub async fn kill_leader_backend(&self) -> anyhow::Result<FaultRecord> {
+        let pid = self
+            .leader_backend_pid()
+            .await?
+            .ok_or_else(|| anyhow!("no session holds the leader lock"))?;
+        self.kill_backend(pid).await
+    }
+
+    /// Restarts PostgreSQL (Docker: the container stops and starts, on a new host port) and
+    /// returns once it accepts connections again; the observer reconnects. Every session ends.
+    ///
+    /// Inverse: none.
+    ///
+    /// # Errors
+    /// The restart failed or the server did not come back in time.
+    pub async fn restart_server(&self) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        self.topology.restart_server().await?;
+        self.observer
+            .reconnect(crate::topology::READY_LIMIT)
+            .await?;
+        Ok(self.record(
+            "restart-server",
+            "postgres",
+            false,
+            "restart PostgreSQL".to_owned(),
+            started,
+        ))
+    }
+
+    /// Stops PostgreSQL (a fast shutdown: sessions are closed).
+    ///
+    /// Inverse: [`start_server`](Nemesis::start_server).
+    ///
+    /// # Errors
+    /// The stop failed.
+    pub async fn stop_server(&self) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        self.topology.stop_server().await?;
+        Ok(self.record(
+            "stop-server",
+            "postgres",
+            false,
+            "stop PostgreSQL".to_owned(),
+            started,
+        ))
+    }
+
+    /// Starts PostgreSQL again and returns once it accepts connections.
+    ///
+    /// Inverse of [`stop_server`](Nemesis::stop_server).
+    ///
+    /// # Errors
+    /// It did not start in time.
+    pub async fn start_server(&self) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        self.topology.start_server().await?;
+        self.observer
+            .reconnect(crate::topology::READY_LIMIT)
+            .await?;
+        Ok(self.record(
+            "stop-server",
+            "postgres",
+            true,
+            "start PostgreSQL".to_owned(),
+            started,
+        ))
+    }
+
+    fn signal(
+        &self,
+        verb: &str,
+        lifted: bool,
+        target: &mut dyn ProcessTarget,
+        signal: Signal,
+    ) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let name = target.target_name();
+        target.send_signal(signal)?;
+        Ok(self.record(verb, &name, lifted, format!("{signal} {name}"), started))
+    }
+
+    /// SIGKILLs a replica: it dies at once; its sockets close (PostgreSQL ends its sessions).
+    ///
+    /// Inverse: [`restart`](Nemesis::restart).
+    ///
+    /// # Errors
+    /// The signal could not be sent.
+    pub fn kill(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
+        self.signal("kill", false, target, Signal::SIGKILL)
+    }
+
+    /// SIGSTOPs a replica: it freezes with its sockets open (a silent leader).
+    ///
+    /// Inverse: [`thaw`](Nemesis::thaw).
+    ///
+    /// # Errors
+    /// The signal could not be sent.
+    pub fn freeze(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
+        self.signal("freeze", false, target, Signal::SIGSTOP)
+    }
+
+    /// SIGCONTs a frozen replica.
+    ///
+    /// Inverse of [`freeze`](Nemesis::freeze).
+    ///
+    /// # Errors
+    /// The signal could not be sent.
+    pub fn thaw(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
+        self.signal("freeze", true, target, Signal::SIGCONT)
+    }
+
+    /// SIGTERMs a replica: a graceful shutdown (the leader unlocks).
+    ///
+    /// Inverse: [`restart`](Nemesis::restart).
+    ///
+    /// # Errors
+    /// The signal could not be sent.
+    pub fn terminate(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
+        self.signal("terminate", false, target, Signal::SIGTERM)
+    }
+
+    /// Starts a replica again (killing it first if it runs); returns once it runs.
+    ///
+    /// Inverse of [`kill`](Nemesis::kill) and [`terminate`](Nemesis::terminate).
+    ///
+    /// # Errors
+    /// It did not start.
+    pub async fn restart(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let name = target.target_name();
+        target.restart_process().await?;
+        Ok(self.record("restart", &name, false, format!("restart {name}"), started))
+    }
+}

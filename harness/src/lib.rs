@@ -8,8 +8,16 @@
 //! | fault verbs | [`fault`] |
 //! | the command line | [`cli`] |
 
+pub mod check;
+pub mod clauses;
 pub mod cli;
 pub mod event;
 pub mod fault;
+pub mod observe;
 pub mod replica;
+pub mod report;
+pub mod scenario;
+pub mod snapshot;
+pub mod suite;
+pub mod timeline;
 pub mod topology;

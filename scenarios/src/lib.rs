@@ -1,1 +1,2 @@
-//! Scenario files live beside this crate; the tests that run them arrive with the conformance issue.
+//! The conformance scenarios: one TOML file per scenario in this folder (data, not code), run
+//! by `harness run` and, one test case per file, by `tests/scenarios.rs`.

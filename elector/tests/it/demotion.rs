@@ -17,7 +17,7 @@ async fn backend_kill_demotes_at_next_check_and_standby_takes_over() {
     let (a, ra) = pg.elector("a", T).await;
     let (b, rb) = pg.elector("b", T).await;
     let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
     let pid = lock_pid(&observer).await;
     let (term, _) = a.term(&astop);
@@ -85,7 +85,7 @@ async fn unanswered_check_demotes_within_two_intervals() {
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = pg.elector("a", T).await;
     let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let pid = lock_pid(&observer).await;
     let (term, _) = a.term(&astop);
 

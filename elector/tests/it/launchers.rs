@@ -17,7 +17,7 @@ async fn ticks_run_only_on_the_leader() {
     let (a, _ra) = pg.elector("a", T).await;
     let (b, _rb) = pg.elector("b", T).await;
     let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
 
     let shutdown = CancellationToken::new();
@@ -85,7 +85,7 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = pg.elector("a", T).await;
     let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
 
     let ticker = LeaderTicker::new("access-session-sweep", T);
     let probe = ticker.probe.clone().expect("a probed loop");
@@ -192,7 +192,7 @@ async fn demoted_leader_probe_clears_on_first_standby_tick() {
     let (a, _ra) = pg.elector("a", T).await;
     let (b, _rb) = pg.elector("b", T).await;
     let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
     let ticker = LeaderTicker::new("approvals-expire", T);
     let probe = ticker.probe.clone().unwrap();
@@ -243,7 +243,7 @@ async fn while_leader_restarts_the_loop_each_term() {
             .await;
         }
     });
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     tokio::time::sleep(T / 2).await;
     terminate(&observer, lock_pid(&observer).await).await;
     wait_for(5 * T, || a.current_term() == Some(2))

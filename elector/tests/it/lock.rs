@@ -17,7 +17,7 @@ async fn leader_holds_the_two_int4_key_and_the_spec_query_finds_it() {
     let (elector, registry) = pg.elector("replica-a", T).await;
     assert_eq!(gauge(&registry), Some(0));
     let (stop, run) = spawn_run(&elector);
-    until_leader(&elector, 2 * T).await;
+    until_leader(&elector, 10 * T).await;
 
     // LOCK-1: the row's columns.
     let row = observer
@@ -62,7 +62,7 @@ async fn bigint_transaction_lock_does_not_collide() {
     let pg = Pg::start().await;
     let (elector, _registry) = pg.elector("replica-a", T).await;
     let (stop, run) = spawn_run(&elector);
-    until_leader(&elector, 2 * T).await;
+    until_leader(&elector, 10 * T).await;
     let (term, leading) = elector.term(&stop);
     assert!(leading);
 

@@ -3,6 +3,7 @@
 
 mod fixture;
 
+mod config;
 mod demotion;
 mod launchers;
 mod lock;

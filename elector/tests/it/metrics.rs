@@ -63,7 +63,7 @@ async fn two_electors_on_one_registry_share_the_series() {
     assert_eq!(families[0].get_metric().len(), 1, "one series");
 
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     assert_eq!(gauge(&registry), Some(1));
     assert!(!b.is_leader());
     stop.cancel();

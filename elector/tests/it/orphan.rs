@@ -15,7 +15,7 @@ async fn idle_session_timeout_is_set_at_grant() {
     let observer = pg.observer().await;
     let (a, _r) = pg.elector("a", T).await;
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let pid = lock_pid(&observer).await;
     let query: String = observer
         .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
@@ -84,7 +84,7 @@ async fn live_leader_keeps_the_lock() {
     let observer = pg.observer().await;
     let (a, _r) = pg.elector("a", T).await;
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (term, _) = a.term(&stop);
     let pid = lock_pid(&observer).await;
     tokio::time::sleep(20 * T).await;

@@ -13,7 +13,7 @@ async fn checks_at_start_then_every_interval() {
     let pg = Pg::start().await;
     let (leader, _r1) = pg.elector("leader", T).await;
     let (lstop, lrun) = spawn_run(&leader);
-    until_leader(&leader, 2 * T).await;
+    until_leader(&leader, 10 * T).await;
 
     let (logs, _guard) = Logs::capture();
     let (standby, _r2) = pg.elector("standby", T).await;
@@ -47,7 +47,7 @@ async fn refused_checks_reuse_the_pooled_connection() {
     let observer = pg.observer().await;
     let (leader, _r1) = pg.elector("leader", T).await;
     let (lstop, lrun) = spawn_run(&leader);
-    until_leader(&leader, 2 * T).await;
+    until_leader(&leader, 10 * T).await;
 
     let backends = || async {
         observer
@@ -135,7 +135,7 @@ async fn graceful_shutdown_hands_over_within_one_interval() {
     let (a, _ra) = pg.elector("a", T).await;
     let (b, _rb) = pg.elector("b", T).await;
     let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
     tokio::time::sleep(T / 2).await;
     let lock_pid = leader_rows(&observer).await[0].0;
@@ -172,7 +172,7 @@ async fn panic_in_run_abandons_the_lock() {
     let (logs, _guard) = Logs::capture();
     let (a, registry) = pg.elector("a", T).await;
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (term, _) = a.term(&stop);
     logs.panic_on("background leader check passed");
 
@@ -203,7 +203,7 @@ async fn panic_in_run_abandons_the_lock() {
 
     // RUN-8: run may be called again after a panic.
     let (stop2, run2) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     stop2.cancel();
     run2.await.unwrap().unwrap();
 }
@@ -214,7 +214,7 @@ async fn concurrent_run_is_refused_and_rerun_works() {
     let pg = Pg::start().await;
     let (a, _r) = pg.elector("a", T).await;
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let second = tokio::time::timeout(T, a.run(stop.child_token()))
         .await
         .expect("refused at once");
@@ -227,7 +227,7 @@ async fn concurrent_run_is_refused_and_rerun_works() {
     run.await.unwrap().unwrap();
 
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     assert_eq!(a.current_term(), Some(2));
     stop.cancel();
     run.await.unwrap().unwrap();

@@ -27,7 +27,7 @@ async fn pool_lifetime_and_health_checks_never_close_the_lock_session() {
     });
     let a = Elector::new(Config::new(pool.clone()).check_interval(T)).unwrap();
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let (term, _) = a.term(&stop);
     let pid = lock_pid(&observer).await;
 

@@ -14,7 +14,7 @@ async fn standby_term_is_cancelled_and_do_skips() {
     let pg = Pg::start().await;
     let (leader, _r1) = pg.elector("leader", T).await;
     let (lstop, lrun) = spawn_run(&leader);
-    until_leader(&leader, 2 * T).await;
+    until_leader(&leader, 10 * T).await;
     let (standby, _r2) = pg.elector("standby", T).await;
     let (sstop, srun) = spawn_run(&standby);
     tokio::time::sleep(T / 2).await;
@@ -48,7 +48,7 @@ async fn leader_term_lives_until_parent_ends_and_do_returns_fn_result() {
     let pg = Pg::start().await;
     let (a, _r) = pg.elector("a", T).await;
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
 
     let parent = CancellationToken::new();
     let (term, leading) = a.term(&parent);
@@ -85,7 +85,7 @@ async fn leadership_lost_while_fn_runs() {
     let (logs, _guard) = Logs::capture();
     let (a, _r) = pg.elector("a", T).await;
     let (stop, run) = spawn_run(&a);
-    until_leader(&a, 2 * T).await;
+    until_leader(&a, 10 * T).await;
     let pid = lock_pid(&observer).await;
 
     let live = CancellationToken::new();

@@ -1,10 +1,320 @@
-//! The replica process (being written).
+//! The replica process: one stand-in API replica, run as `harness replica ...` so tests can
+//! SIGKILL, SIGSTOP or SIGTERM it like a pod.
+//!
+//! With a DSN it runs the elector as the supervised worker `background-leader`, the spec's
+//! loops as supervised workers by their names, an HTTP server (`/metrics`, `/readyz`,
+//! `/workers`, `/leader`, `/control`) and a JSON-lines event stream on stdout
+//! ([`crate::event::EventLine`], one per line). Without a DSN it builds no elector and wires no
+//! background loop at all (LOOP-4): only HTTP and the event stream.
+//!
+//! | concern | module |
+//! |---|---|
+//! | flags, boot, shutdown | this module |
+//! | the database: reachability check, pool, `leader_work` | `db` |
+//! | the loops and their passes, boot passes | `loops` |
+//! | fault injection through `/control` | [`control`] |
+//! | the HTTP server | `http` |
+//! | tracing → event lines on stdout | `events` |
+//! | the wire types of the HTTP API, shared by server and client | [`api`] |
+//! | the parent side: spawn, signal and query a replica process | [`handle`] |
 
-/// The `replica` subcommand's flags.
-#[derive(Debug, clap::Args)]
-pub struct ReplicaArgs {}
+pub mod api;
+pub mod control;
+mod db;
+mod events;
+pub mod handle;
+mod http;
+mod loops;
 
-/// Runs one replica until SIGTERM.
-pub async fn run(_args: ReplicaArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("the replica process is not built yet")
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use elector::supervisor::{RestartBudget, Supervisor, WorkerState};
+use elector::{Config, Elector};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::event::ReplicaEvent;
+
+pub use handle::{ReceivedEvent, ReplicaProcess, ReplicaSpec};
+pub use loops::{EVERY_REPLICA_LOOPS, TICKED_LOOPS, WHILE_LEADER_LOOPS};
+
+/// How long the boot check may take to reach PostgreSQL before the replica gives up.
+pub const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a graceful shutdown waits for the workers to end.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The environment variables the `replica` flags read. [`ReplicaProcess`] clears them in the
+/// child's environment, so a variable set in the harness's own environment never changes a
+/// replica behind its spec's back (a stray `PLEXSPHERE_DSN` would wire loops into a replica
+/// meant to have none).
+pub const ENV_VARS: [&str; 11] = [
+    "REPLICA_NAME",
+    "PLEXSPHERE_DSN",
+    "REPLICA_CHECK_INTERVAL_MS",
+    "REPLICA_HTTP",
+    "REPLICA_TICK_MS",
+    "REPLICA_POOL_MAX_SIZE",
+    "REPLICA_POOL_MAX_LIFETIME_MS",
+    "REPLICA_RESTART_BUDGET",
+    "REPLICA_RESTART_WINDOW_MS",
+    "REPLICA_RESTART_BACKOFF_MS",
+    "REPLICA_VERIFY_LOCK",
+];
+
+/// The `replica` subcommand's flags (each also readable from the environment variable named).
+#[derive(Clone, Debug, clap::Args)]
+pub struct ReplicaArgs {
+    /// The replica's name; also the Postgres `application_name` of its connections, so
+    /// pg_stat_activity maps a backend to a replica.
+    #[arg(long, env = "REPLICA_NAME")]
+    pub name: String,
+
+    /// The PostgreSQL connection string. Without one the replica builds no elector and wires no
+    /// background loop (LOOP-4).
+    #[arg(long, env = "PLEXSPHERE_DSN")]
+    pub dsn: Option<String>,
+
+    /// The elector's check interval T, in milliseconds.
+    #[arg(long, env = "REPLICA_CHECK_INTERVAL_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub check_interval_ms: u64,
+
+    /// The HTTP listen address (`/metrics`, `/readyz`, `/workers`, `/leader`, `/control`).
+    #[arg(long, env = "REPLICA_HTTP", default_value = "127.0.0.1:0")]
+    pub http: SocketAddr,
+
+    /// The cadence of the ticked loops, in milliseconds. Default: T.
+    #[arg(long, env = "REPLICA_TICK_MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub tick_ms: Option<u64>,
+
+    /// The size of the replica's connection pool (all opened at boot).
+    #[arg(long, env = "REPLICA_POOL_MAX_SIZE", default_value_t = 8,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub pool_max_size: u64,
+
+    /// Retire pooled connections older than this many milliseconds (`Pool::retain` on a
+    /// timer). The elector's lock connection is outside the pool and never retired (SESS-1).
+    #[arg(long, env = "REPLICA_POOL_MAX_LIFETIME_MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pool_max_lifetime_ms: Option<u64>,
+
+    /// Restarts allowed per worker within the restart window (LOOP-5).
+    #[arg(long, env = "REPLICA_RESTART_BUDGET", default_value_t = 5)]
+    pub restart_budget: u32,
+
+    /// The sliding window the restarts are counted in, in milliseconds.
+    #[arg(long, env = "REPLICA_RESTART_WINDOW_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub restart_window_ms: u64,
+
+    /// The pause before a worker is restarted, in milliseconds.
+    #[arg(long, env = "REPLICA_RESTART_BACKOFF_MS", default_value_t = 1000)]
+    pub restart_backoff_ms: u64,
+
+    /// X-VERIFY: the leader's check also proves its session still holds the lock.
+    #[arg(long, env = "REPLICA_VERIFY_LOCK")]
+    pub verify_lock: bool,
+
+    /// Turn off the elector's shared-session guard (POOL-1), to show the transaction-mode
+    /// pooler hazard: the spec's plain `pg_try_advisory_lock`.
+    #[arg(long)]
+    pub no_shared_session_guard: bool,
+
+    /// Make this loop's passes fail from the start (repeatable; `/control` can undo it).
+    #[arg(long = "fail-loop", value_name = "LOOP")]
+    pub fail_loops: Vec<String>,
+
+    /// Make this loop's passes panic from the start (repeatable; `/control` can undo it).
+    #[arg(long = "panic-loop", value_name = "LOOP")]
+    pub panic_loops: Vec<String>,
+}
+
+impl ReplicaArgs {
+    fn check_interval(&self) -> Duration {
+        Duration::from_millis(self.check_interval_ms)
+    }
+
+    fn tick(&self) -> Duration {
+        Duration::from_millis(self.tick_ms.unwrap_or(self.check_interval_ms))
+    }
+
+    fn budget(&self) -> RestartBudget {
+        RestartBudget {
+            max_restarts: self.restart_budget,
+            window: Duration::from_millis(self.restart_window_ms),
+            backoff: Duration::from_millis(self.restart_backoff_ms),
+        }
+    }
+}
+
+/// Runs one replica until SIGTERM or SIGINT, then shuts down gracefully and exits 0.
+///
+/// # Errors
+/// A bad flag, or a DSN that is invalid or unreachable at boot (checked once, within
+/// [`BOOT_CONNECT_TIMEOUT`]); the caller prints the error on one line and exits non-zero.
+/// A database that goes away later is not an error: the elector logs and retries.
+pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
+    let emitter = events::Emitter::new(&args.name);
+    events::init_tracing(emitter.clone());
+
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+
+    let interval = args.check_interval();
+    let tick = args.tick();
+    let control = Arc::new(control::Control::new(args.dsn.is_some()));
+    for (names, mode) in [
+        (&args.fail_loops, control::LoopMode::Fail),
+        (&args.panic_loops, control::LoopMode::Panic),
+    ] {
+        for name in names {
+            if let Err(e) = control.set_loop(name, mode) {
+                bail!("--fail-loop/--panic-loop: {e}");
+            }
+        }
+    }
+
+    // The database comes first: an invalid or unreachable DSN ends the boot with a clear error.
+    let database = match &args.dsn {
+        None => None,
+        Some(dsn) => {
+            let pool_max = usize::try_from(args.pool_max_size).unwrap_or(usize::MAX);
+            Some(db::Database::connect(dsn, &args.name, pool_max, BOOT_CONNECT_TIMEOUT).await?)
+        }
+    };
+
+    let registry = prometheus::Registry::new();
+    let shutdown = CancellationToken::new();
+    let mut supervisor = Supervisor::new(args.budget());
+    let readiness = elector::readiness::Readiness::new();
+
+    let mut elector_handle = None;
+    let mut boot = None;
+    if let Some(database) = &database {
+        let mut config = Config::new(database.pool.clone())
+            .check_interval(interval)
+            .registry(registry.clone());
+        config.verify_lock = args.verify_lock;
+        config.detect_shared_session = !args.no_shared_session_guard;
+        let elector = Elector::new(config).context("cannot build the elector")?;
+        if let Some(ms) = args.pool_max_lifetime_ms {
+            database.enforce_max_lifetime(Duration::from_millis(ms), shutdown.clone());
+        }
+        let ctx = loops::LoopContext::new(
+            elector.clone(),
+            database.clone(),
+            control.clone(),
+            emitter.clone(),
+            tick,
+        );
+        boot = Some(loops::wire(&ctx, &mut supervisor, &readiness));
+        elector_handle = Some(elector);
+    }
+    readiness.add(supervisor.probe());
+    let statuses = supervisor.statuses();
+
+    let listener = tokio::net::TcpListener::bind(args.http)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.http))?;
+    let addr = listener.local_addr().context("the listener's address")?;
+    let app = http::AppState {
+        replica: args.name.clone(),
+        registry,
+        readiness,
+        statuses: statuses.clone(),
+        elector: elector_handle.clone(),
+        control: control.clone(),
+    };
+    let server = tokio::spawn(http::serve(listener, app, shutdown.clone()));
+    tracing::info!(http = %addr, elector = database.is_some(), "replica started");
+    emitter.emit(ReplicaEvent::Started {
+        pid: std::process::id(),
+        http: addr.to_string(),
+        check_interval_ms: args.check_interval_ms,
+        elector: database.is_some(),
+    });
+
+    // LOOP-6: the boot passes run on every replica, ungated, before it reports ready; the
+    // supervisor starts every worker just before the replica serves.
+    if let Some(boot) = boot {
+        tokio::select! {
+            () = boot.run() => {}
+            _ = sigterm.recv() => return finish(&emitter, shutdown, None, server, &statuses).await,
+            _ = sigint.recv() => return finish(&emitter, shutdown, None, server, &statuses).await,
+        }
+    }
+    let workers = tokio::spawn(supervisor.run(shutdown.clone()));
+    emitter.emit(ReplicaEvent::Ready);
+    tracing::info!("replica ready");
+
+    tokio::select! {
+        _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    finish(&emitter, shutdown, Some(workers), server, &statuses).await
+}
+
+/// The graceful end (RUN-6): `shutdown` first, then the token (the elector unlocks), then the
+/// workers are awaited within [`SHUTDOWN_GRACE`] and each one's `stopped` is reported.
+async fn finish(
+    emitter: &events::Emitter,
+    shutdown: CancellationToken,
+    workers: Option<tokio::task::JoinHandle<()>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    statuses: &elector::supervisor::WorkerStatuses,
+) -> anyhow::Result<ExitCode> {
+    emitter.emit(ReplicaEvent::Shutdown);
+    shutdown.cancel();
+    // Workers that never started (a shutdown during the boot passes) report nothing.
+    if let Some(workers) = workers {
+        if tokio::time::timeout(SHUTDOWN_GRACE, workers).await.is_err() {
+            tracing::warn!(
+                grace = ?SHUTDOWN_GRACE,
+                "workers did not end within the shutdown grace; exiting anyway"
+            );
+        }
+        for status in statuses.snapshot() {
+            if status.state == WorkerState::Stopped {
+                emitter.emit(ReplicaEvent::Worker {
+                    worker: status.name,
+                    state: "stopped".to_owned(),
+                    exit: status.last_exit,
+                });
+            }
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(1), server)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the HTTP server did not stop within 1 s");
+    }
+    tracing::info!("replica stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args as _;
+
+    use super::*;
+
+    #[test]
+    fn every_env_var_of_the_flags_is_listed() {
+        let cmd = ReplicaArgs::augment_args(clap::Command::new("replica"));
+        let read: Vec<String> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect();
+        let mut listed: Vec<String> = ENV_VARS.iter().map(|s| (*s).to_owned()).collect();
+        let mut read_sorted = read.clone();
+        read_sorted.sort();
+        listed.sort();
+        assert_eq!(read_sorted, listed);
+    }
 }

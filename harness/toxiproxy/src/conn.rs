@@ -5,6 +5,12 @@
 //! destination socket is closed for good, so the other direction stops reading it and ends once
 //! its own pipeline is flushed (upstream has no half-close). Stopping the proxy closes both
 //! sockets at once; a `reset_peer` toxic closes both with `SO_LINGER` 0, which sends an RST.
+//!
+//! An applied `timeout` toxic holds its stream's end (see the `link` module): when the client
+//! closes (or its socket errs) while one is on the upstream stream, the server's socket stays
+//! open and silent, as across a network partition; likewise for the server's close on the
+//! downstream stream. The connection then ends when the toxic goes, its timer fires, the other
+//! peer closes, or the proxy stops.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -223,12 +229,11 @@ async fn pump(client: &mut TcpStream, server: &mut TcpStream, ctx: &mut ConnCtx)
 }
 
 /// `side` has written its end of stream: its destination is closed, which is the source of
-/// `other`, so `other` reads no more and ends once its pipeline is flushed.
+/// `other`, so `other` reads no more and ends once its pipeline is flushed (even if an end of
+/// stream read earlier from that source is held by a `timeout`).
 fn finish(side: &mut Side, other: &mut Side) {
     side.done = true;
     side.reading = false;
-    if other.reading {
-        other.reading = false;
-        other.link.push_input(Item::Eof);
-    }
+    other.reading = false;
+    other.link.close_source();
 }

@@ -24,6 +24,12 @@
 //! `latency`, `bandwidth`, `slow_close`, `timeout`, `reset_peer`, `slicer`, `limit_data` and
 //! `noop`, each on the `upstream` (client to server) or `downstream` stream, applied to a
 //! connection with probability `toxicity` (rolled per connection). See [`ToxicKind`].
+//!
+//! An applied `timeout` toxic is a partition of its stream: besides dropping data it holds the
+//! stream's end, so a client's close (or socket error) under an upstream `timeout` does not
+//! reach the server, and a server's close under a downstream one does not reach the client,
+//! until the toxic goes (which closes the connection), its timer fires, the other peer closes or
+//! the proxy stops. Upstream Toxiproxy did so up to 2.1.0; later versions let the close through.
 
 pub mod api;
 pub mod cli;

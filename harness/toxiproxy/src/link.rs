@@ -7,6 +7,17 @@
 //! instant and says when it next needs to run, and [`Link::reconcile`] applies a new toxic set
 //! to the live link (data held by a removed stage moves on to the next one; removing a `timeout`
 //! closes the link, like upstream's cleanup). No task, lock or channel per stage, so no races.
+//!
+//! An applied `timeout` toxic is a network partition for its stream: it drops data and also
+//! holds the end of stream (the source's close or read error), so the destination is not told,
+//! the way a peer across a partition never sees the other's FIN. The held end goes on only when
+//! the toxic is removed (which closes the link anyway), when its own timer fires (timeout > 0),
+//! when an update makes it not apply, or when the proxy closes this link's source itself because
+//! the other direction ended ([`Link::close_source`]). This matches the end-of-stream handling of
+//! upstream Toxiproxy up to 2.1.0, whose timeout toxic never read its input; later upstream
+//! versions read it and close on its end, which lets a partitioned client's close reach the
+//! server at once (wrong for a partition: the server must keep the session until its own
+//! timeouts end it).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -76,6 +87,8 @@ struct Stage {
     next_free: Option<Instant>,
     /// timeout: start of the current wait.
     since: Instant,
+    /// timeout: the end of stream arrived and is held (not passed on while the toxic applies).
+    eof_held: bool,
     /// reset_peer: when the reset fires.
     reset_at: Option<Instant>,
     /// slow_close: when the end of stream may leave.
@@ -103,6 +116,7 @@ impl Stage {
             release_head: false,
             next_free: None,
             since: now,
+            eof_held: false,
             reset_at: None,
             eof_due: None,
             transmitted: 0,
@@ -125,6 +139,12 @@ impl Stage {
         self.next_free = None;
         self.since = now;
         self.eof_due = None;
+        if self.eof_held && !self.active {
+            // No longer applied: the held end of stream passes on, like upstream's noop re-run
+            // reading the closed input.
+            self.eof_held = false;
+            self.buf.push_back(Item::Eof);
+        }
     }
 
     fn pass(&mut self) -> Step {
@@ -134,7 +154,8 @@ impl Stage {
         }
     }
 
-    fn poll(&mut self, now: Instant, rng: &mut fastrand::Rng) -> Step {
+    /// `source_closed`: the proxy closed the link's source itself (see [`Link::close_source`]).
+    fn poll(&mut self, now: Instant, rng: &mut fastrand::Rng, source_closed: bool) -> Step {
         if self.closed {
             return match self.buf.pop_front() {
                 Some(_) => Step::Consumed,
@@ -163,7 +184,7 @@ impl Stage {
                 size_variation,
                 delay,
             } => self.poll_slicer(now, rng, average_size, size_variation, delay),
-            ToxicKind::Timeout { timeout } => self.poll_timeout(now, timeout),
+            ToxicKind::Timeout { timeout } => self.poll_timeout(now, timeout, source_closed),
             ToxicKind::ResetPeer { timeout } => match self.reset_at {
                 Some(at) if now >= at => Step::Reset,
                 Some(at) => Step::Blocked(Some(at)),
@@ -314,14 +335,21 @@ impl Stage {
         }
     }
 
-    fn poll_timeout(&mut self, now: Instant, timeout: i64) -> Step {
+    fn poll_timeout(&mut self, now: Instant, timeout: i64, source_closed: bool) -> Step {
+        if self.eof_held && source_closed {
+            return Step::Close;
+        }
         match self.buf.pop_front() {
             // Data is dropped; like upstream, each chunk restarts the timer.
             Some(Item::Data { .. }) => {
                 self.since = now;
                 Step::Consumed
             }
-            Some(Item::Eof) => Step::Close,
+            // The end of stream is held: the destination is not told (a partition).
+            Some(Item::Eof) => {
+                self.eof_held = true;
+                Step::Consumed
+            }
             None if timeout > 0 => {
                 let deadline = self.since + ms(timeout);
                 if now >= deadline {
@@ -342,6 +370,8 @@ pub(crate) struct Link {
     out: VecDeque<Item>,
     out_closed: bool,
     reset: bool,
+    /// The proxy closed the source: an end of stream held by a `timeout` goes on.
+    source_closed: bool,
 }
 
 fn push(queue: &mut VecDeque<Item>, closed: &mut bool, item: Item) {
@@ -372,6 +402,7 @@ impl Link {
             out: VecDeque::new(),
             out_closed: false,
             reset: false,
+            source_closed: false,
         }
     }
 
@@ -385,6 +416,14 @@ impl Link {
     /// Feeds an item read from the source.
     pub(crate) fn push_input(&mut self, item: Item) {
         self.deliver(0, item);
+    }
+
+    /// Ends the input because the proxy closed the source itself (the other direction ended and
+    /// its destination, this link's source, is closed for good): unlike an end of stream read
+    /// from the source, this one is not held by a `timeout`, so the link ends once flushed.
+    pub(crate) fn close_source(&mut self) {
+        self.source_closed = true;
+        self.deliver(0, Item::Eof);
     }
 
     /// Whether the source should be read: input still open and not too much held.
@@ -414,12 +453,13 @@ impl Link {
     /// Moves items through the stages as far as they can go at `now`; returns when the link
     /// next needs to run (None: only when input, output or the toxics change).
     pub(crate) fn advance(&mut self, now: Instant, rng: &mut fastrand::Rng) -> Option<Instant> {
+        let source_closed = self.source_closed;
         loop {
             let mut progressed = false;
             let mut wake = None;
             for i in 0..self.stages.len() {
                 loop {
-                    match self.stages[i].poll(now, rng) {
+                    match self.stages[i].poll(now, rng, source_closed) {
                         Step::Emit(item) => {
                             self.deliver(i + 1, item);
                             progressed = true;

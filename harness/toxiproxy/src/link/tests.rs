@@ -156,6 +156,74 @@ fn timeout_closes_after_quiet_period() {
 }
 
 #[test]
+fn timeout_zero_holds_the_end_of_stream_until_removed() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("lost", t0));
+    link.push_input(Item::Eof);
+    assert_eq!(link.advance(t0 + ms(60_000), &mut rng), None);
+    assert!(!link.output_ended());
+    assert!(!link.wants_input());
+    assert_eq!(take_out(&mut link), "");
+    link.reconcile(&[], t0, &mut rng);
+    link.advance(t0, &mut rng);
+    assert!(link.output_ended());
+}
+
+#[test]
+fn held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(Item::Eof);
+    link.advance(t0, &mut rng);
+    assert!(!link.output_ended());
+    link.close_source();
+    link.advance(t0, &mut rng);
+    assert!(link.output_ended());
+    // Closing the source of a link still reading ends it too (the timeout drops the end).
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.close_source();
+    link.advance(t0, &mut rng);
+    assert!(link.output_ended());
+}
+
+#[test]
+fn held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let t = toxic(1, ToxicKind::Timeout { timeout: 0 });
+    let mut link = Link::new(std::slice::from_ref(&t), t0, &mut rng);
+    link.push_input(Item::Eof);
+    link.advance(t0, &mut rng);
+    assert!(!link.output_ended());
+    let mut updated = (*t).clone();
+    updated.generation += 1;
+    updated.toxicity = 0.0;
+    link.reconcile(&[Arc::new(updated)], t0, &mut rng);
+    link.advance(t0, &mut rng);
+    assert!(link.output_ended());
+}
+
+#[test]
+fn timeout_closes_on_its_timer_not_on_the_end_of_stream() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let chain = [toxic(1, ToxicKind::Timeout { timeout: 50 })];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    link.push_input(data("x", t0 + ms(10)));
+    link.push_input(Item::Eof);
+    assert_eq!(link.advance(t0 + ms(10), &mut rng), Some(t0 + ms(60)));
+    assert!(!link.output_ended());
+    link.advance(t0 + ms(60), &mut rng);
+    assert!(link.output_ended());
+    assert_eq!(take_out(&mut link), "");
+}
+
+#[test]
 fn reset_peer_fires_after_first_data_plus_timeout() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();

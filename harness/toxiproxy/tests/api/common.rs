@@ -68,6 +68,20 @@ impl Fixture {
         (proxy, conn)
     }
 
+    /// A proxy to a plain TCP listener, a client connection through it and the listener's
+    /// accepted socket (the server side), checked to carry data both ways.
+    pub fn tcp_pair(&self, name: &str) -> (Proxy, TcpStream, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = self.proxy(name, listener.local_addr().unwrap());
+        let mut client = connect(&proxy);
+        let mut server = accept_within(&listener, Duration::from_secs(5));
+        client.write_all(b"ping").unwrap();
+        assert_eq!(read_n(&mut server, 4, Duration::from_secs(2)), b"ping");
+        server.write_all(b"pong").unwrap();
+        assert_eq!(read_n(&mut client, 4, Duration::from_secs(2)), b"pong");
+        (proxy, client, server)
+    }
+
     /// Runs a future on the server's runtime (to start helper servers).
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
@@ -184,6 +198,25 @@ pub async fn greet_and_close_server(greeting: &'static [u8]) -> SocketAddr {
         }
     });
     addr
+}
+
+/// Accepts one connection within `timeout` (so a missing one fails instead of hanging).
+pub fn accept_within(listener: &std::net::TcpListener, timeout: Duration) -> TcpStream {
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + timeout;
+    loop {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                conn.set_nonblocking(false).unwrap();
+                conn.set_nodelay(true).unwrap();
+                return conn;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("no connection accepted within {timeout:?}: {e}"),
+        }
+    }
 }
 
 /// Connects to a proxy's listen address.

@@ -75,6 +75,71 @@ fn timeout_zero_is_a_silent_black_hole_and_removal_closes() {
     assert_echo(&mut fresh, b"healed");
 }
 
+/// A partitioned client's close must not reach the server (which keeps its session until its
+/// own timeouts end it): upstream's `timeout` 0 holds the end of stream.
+#[test]
+fn partition_holds_the_client_close_until_the_toxics_go() {
+    let f = Fixture::new();
+    let (proxy, mut client, mut server) = f.tcp_pair("part");
+    proxy
+        .with_timeout("upstream".into(), 0, 1.0)
+        .with_timeout("downstream".into(), 0, 1.0);
+    client.write_all(b"lost").unwrap();
+    drop(client);
+    assert_silent_and_open(&mut server, Duration::from_millis(500));
+    server.write_all(b"unheard").unwrap();
+    assert_silent_and_open(&mut server, Duration::from_millis(100));
+    proxy.delete_all_toxics().unwrap();
+    let (ending, after) = wait_closed(&mut server, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
+}
+
+#[test]
+fn partition_holds_the_server_close_until_the_toxic_goes() {
+    let f = Fixture::new();
+    let (proxy, mut client, server) = f.tcp_pair("part-down");
+    proxy.with_timeout("downstream".into(), 0, 1.0);
+    drop(server);
+    assert_silent_and_open(&mut client, Duration::from_millis(500));
+    proxy.delete_all_toxics().unwrap();
+    let (ending, after) = wait_closed(&mut client, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
+}
+
+#[test]
+fn client_close_reaches_the_server_without_toxics() {
+    let f = Fixture::new();
+    let (_proxy, client, mut server) = f.tcp_pair("close");
+    drop(client);
+    let (ending, after) = wait_closed(&mut server, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
+}
+
+#[test]
+fn timeout_closes_on_its_timer_not_on_the_client_close() {
+    let f = Fixture::new();
+    let (proxy, mut client, mut server) = f.tcp_pair("to-close");
+    proxy.with_timeout("upstream".into(), 400, 1.0);
+    let start = Instant::now();
+    client.write_all(b"dropped").unwrap();
+    drop(client);
+    assert_silent_and_open(&mut server, Duration::from_millis(200));
+    let (ending, _) = wait_closed(&mut server, Duration::from_secs(3));
+    let elapsed = start.elapsed();
+    assert_eq!(ending, Ending::Eof);
+    assert!(
+        elapsed >= Duration::from_millis(400),
+        "closed after {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(1500),
+        "closed after {elapsed:?}"
+    );
+}
+
 #[test]
 fn timeout_closes_after_its_delay() {
     let f = Fixture::new();

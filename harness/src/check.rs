@@ -1,0 +1,591 @@
+//! Checkers: invariants and timing bounds over a run's timeline, in units of T.
+//!
+//! Each checker returns a [`Check`] whose verdict is valid, invalid or unknown (Jepsen's three:
+//! unknown when the timeline lacks what the checker needs), with the figures it measured.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::ReplicaEvent;
+use crate::timeline::{Entry, What};
+
+/// A checker's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The property holds on this timeline.
+    Valid,
+    /// The property is violated; the message says where.
+    Invalid,
+    /// The timeline does not hold what the checker needs.
+    Unknown,
+}
+
+/// One checker's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// What was checked, e.g. `gauge sum`.
+    pub name: String,
+    /// The clauses it decides.
+    pub clauses: Vec<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// What it measured, e.g. `max overlap` → `1.04T`.
+    pub figures: BTreeMap<String, String>,
+    /// Where it failed, or a one-line summary.
+    pub message: String,
+}
+
+impl Check {
+    fn new(name: &str, clauses: &[&str], verdict: Verdict, message: String) -> Self {
+        Self {
+            name: name.to_owned(),
+            clauses: clauses.iter().map(|c| (*c).to_owned()).collect(),
+            verdict,
+            figures: BTreeMap::new(),
+            message,
+        }
+    }
+
+    fn figure(mut self, key: &str, value: String) -> Self {
+        self.figures.insert(key.to_owned(), value);
+        self
+    }
+}
+
+/// Formats a duration in units of T, e.g. `1.04T`.
+pub fn in_t(d_ms: f64, t: Duration) -> String {
+    format!("{:.2}T", d_ms / (t.as_secs_f64() * 1000.0))
+}
+
+/// The bounds the invariants use.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// The check interval T.
+    pub t: Duration,
+    /// The cadence of the leader-ticked loops (one tick already running when leadership moves).
+    pub tick: Duration,
+    /// How often the gauges and pg_locks are sampled.
+    pub sample: Duration,
+    /// Scheduling and sampling noise allowed on top of a bound: small against T.
+    pub slack: Duration,
+}
+
+impl Bounds {
+    /// DEM-3 as the conformance issue states it: an overlap never exceeds 2·T + one tick.
+    pub fn max_overlap(&self) -> Duration {
+        2 * self.t + self.tick
+    }
+}
+
+/// Spans where each replica believes it leads, from its events: `acquired` opens a span;
+/// `demoted`, `released`, `abandoned`, `shutdown`, a fresh `started` (restart) or the process's
+/// death (a `kill` fault on it) close it. A frozen replica (`freeze` fault until it is lifted)
+/// is not counted while frozen: it acts on nothing.
+pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut open: BTreeMap<String, f64> = BTreeMap::new();
+    let mut spans: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut close = |open: &mut BTreeMap<String, f64>, r: &str, t: f64| {
+        if let Some(s) = open.remove(r) {
+            spans.entry(r.to_owned()).or_default().push((s, t));
+        }
+    };
+    for e in entries {
+        match &e.what {
+            What::Replica { replica, event } => match event {
+                ReplicaEvent::Acquired { .. } => {
+                    open.entry(replica.clone()).or_insert(e.t_ms);
+                }
+                ReplicaEvent::Demoted { .. }
+                | ReplicaEvent::Released { .. }
+                | ReplicaEvent::Abandoned { .. }
+                | ReplicaEvent::Shutdown
+                | ReplicaEvent::Started { .. } => close(&mut open, replica, e.t_ms),
+                _ => {}
+            },
+            What::Fault {
+                verb,
+                target,
+                lifted,
+            } => match (verb.as_str(), lifted) {
+                ("kill", false) | ("freeze", false) => close(&mut open, target, e.t_ms),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    // A frozen replica that resumes still believes it leads until its next check demotes it.
+    let mut frozen: BTreeMap<String, f64> = BTreeMap::new();
+    for e in entries {
+        if let What::Fault {
+            verb,
+            target,
+            lifted,
+        } = &e.what
+        {
+            if verb == "freeze" && !lifted {
+                frozen.insert(target.clone(), e.t_ms);
+            }
+            if verb == "freeze" && *lifted && frozen.remove(target).is_some() {
+                let led_when_frozen = spans
+                    .get(target)
+                    .and_then(|s| s.last())
+                    .is_some_and(|(_, end)| (*end - e.t_ms).abs() > 0.0);
+                if led_when_frozen && !open.contains_key(target) {
+                    let resumed_end = entries
+                        .iter()
+                        .find(|x| {
+                            x.t_ms >= e.t_ms
+                                && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
+                        })
+                        .map(|x| x.t_ms);
+                    if let Some(end) = resumed_end {
+                        spans.entry(target.clone()).or_default().push((e.t_ms, end));
+                    }
+                }
+            }
+        }
+    }
+    for (r, s) in open {
+        spans.entry(r).or_default().push((s, end_ms));
+    }
+    for v in spans.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    spans
+}
+
+/// The replicas that are down (killed or terminated until restarted, frozen until thawed) after
+/// each fault entry; their gauges are not theirs to report while down.
+fn down_after(e: &Entry, down: &mut BTreeSet<String>) {
+    if let What::Fault {
+        verb,
+        target,
+        lifted,
+    } = &e.what
+    {
+        match (verb.as_str(), lifted) {
+            ("kill" | "terminate" | "freeze", false) => {
+                down.insert(target.clone());
+            }
+            ("restart", _) | ("freeze", true) => {
+                down.remove(target);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Intervals where two or more replicas believe they lead, with their lengths.
+pub fn overlaps(spans: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<(f64, f64)> {
+    let mut edges: Vec<(f64, i32)> = spans
+        .values()
+        .flatten()
+        .flat_map(|(s, e)| [(*s, 1), (*e, -1)])
+        .collect();
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut depth, mut start, mut out) = (0, 0.0, Vec::new());
+    for (t, d) in edges {
+        let before = depth;
+        depth += d;
+        if before < 2 && depth >= 2 {
+            start = t;
+        } else if before >= 2 && depth < 2 && t > start {
+            out.push((start, t));
+        }
+    }
+    out
+}
+
+/// DEM-3 and MET-1: the measured overlap of two leaders never exceeds 2·T + one tick.
+pub fn overlap_bound(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
+    let spans = leadership_spans(entries, end_ms);
+    let found = overlaps(&spans);
+    let longest = found.iter().map(|(s, e)| e - s).fold(0.0, f64::max);
+    let bound = (b.max_overlap() + b.slack).as_secs_f64() * 1000.0;
+    let verdict = if longest <= bound {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    Check::new(
+        "overlap of two leaders",
+        &["DEM-3"],
+        verdict,
+        format!(
+            "{} overlap(s), longest {} (bound 2T + tick = {} + {:?} slack)",
+            found.len(),
+            in_t(longest, b.t),
+            in_t(b.max_overlap().as_secs_f64() * 1000.0, b.t),
+            b.slack
+        ),
+    )
+    .figure("overlaps", found.len().to_string())
+    .figure("max overlap", in_t(longest, b.t))
+}
+
+/// MET-1: the gauge sum is never above 2, and above 1 only inside an overlap window (allowing
+/// one sampling period at each end of a window).
+pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
+    let windows = overlaps(&leadership_spans(entries, end_ms));
+    let pad = (b.sample + b.slack).as_secs_f64() * 1000.0;
+    let (mut samples, mut max_sum, mut bad) = (0usize, 0i64, Vec::new());
+    let mut down = BTreeSet::new();
+    for e in entries {
+        down_after(e, &mut down);
+        if let What::Gauges { values } = &e.what {
+            samples += 1;
+            // A replica that was just killed or frozen keeps its last answer for a moment.
+            let sum: i64 = values
+                .iter()
+                .filter(|(r, _)| !down.contains(*r))
+                .filter_map(|(_, v)| *v)
+                .sum();
+            max_sum = max_sum.max(sum);
+            let inside = windows
+                .iter()
+                .any(|(s, end)| e.t_ms >= s - pad && e.t_ms <= end + pad);
+            if sum > 2 || (sum == 2 && !inside) {
+                bad.push(format!("sum {sum} at {:.0} ms {values:?}", e.t_ms));
+            }
+        }
+    }
+    let verdict = match (samples, bad.is_empty()) {
+        (0, _) => Verdict::Unknown,
+        (_, true) => Verdict::Valid,
+        (_, false) => Verdict::Invalid,
+    };
+    let message = if bad.is_empty() {
+        format!("{samples} samples, max sum {max_sum}")
+    } else {
+        format!("{} bad samples, first: {}", bad.len(), bad[0])
+    };
+    Check::new("gauge sum", &["MET-1"], verdict, message)
+        .figure("samples", samples.to_string())
+        .figure("max gauge sum", max_sum.to_string())
+}
+
+/// LOCK-3: the spec's query never shows more than one granted row for the key.
+pub fn one_lock_row(entries: &[Entry]) -> Check {
+    let (mut samples, mut worst) = (0usize, 0usize);
+    for e in entries {
+        if let What::Locks { rows } = &e.what {
+            samples += 1;
+            worst = worst.max(rows.iter().filter(|r| r.1).count());
+        }
+    }
+    let verdict = match (samples, worst <= 1) {
+        (0, _) => Verdict::Unknown,
+        (_, true) => Verdict::Valid,
+        (_, false) => Verdict::Invalid,
+    };
+    Check::new(
+        "one granted lock row",
+        &["LOCK-3"],
+        verdict,
+        format!("{samples} samples, at most {worst} granted row(s)"),
+    )
+    .figure("max granted rows", worst.to_string())
+}
+
+/// ISL-1: the leader by gauge and the leader by pg_locks agree, except for disagreements shorter
+/// than one sampling period plus the overlap bound.
+pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
+    let mut gauge_leaders: Option<BTreeSet<String>> = None;
+    let mut lock_holder: Option<Option<String>> = None;
+    let mut since: Option<f64> = None;
+    let (mut longest, mut compared) = (0.0f64, 0usize);
+    for e in entries {
+        match &e.what {
+            What::Gauges { values } => {
+                gauge_leaders = Some(
+                    values
+                        .iter()
+                        .filter(|(_, v)| **v == Some(1))
+                        .map(|(k, _)| k.clone())
+                        .collect(),
+                );
+            }
+            What::Locks { rows } => {
+                lock_holder = Some(rows.iter().find(|r| r.1).map(|r| r.2.clone()));
+            }
+            _ => continue,
+        }
+        let (Some(g), Some(l)) = (&gauge_leaders, &lock_holder) else {
+            continue;
+        };
+        compared += 1;
+        let agree = match l {
+            Some(holder) => g.contains(holder) && g.len() == 1,
+            None => g.is_empty(),
+        };
+        match (agree, since) {
+            (false, None) => since = Some(e.t_ms),
+            (true, Some(s)) => {
+                longest = longest.max(e.t_ms - s);
+                since = None;
+            }
+            _ => {}
+        }
+    }
+    if let (Some(s), Some(last)) = (since, entries.last()) {
+        longest = longest.max(last.t_ms - s);
+    }
+    let bound = (b.sample + b.max_overlap() + b.slack).as_secs_f64() * 1000.0;
+    let verdict = match (compared, longest <= bound) {
+        (0, _) => Verdict::Unknown,
+        (_, true) => Verdict::Valid,
+        (_, false) => Verdict::Invalid,
+    };
+    Check::new(
+        "gauge leader = pg_locks leader",
+        &["ISL-1"],
+        verdict,
+        format!(
+            "{compared} comparisons, longest disagreement {}",
+            in_t(longest, b.t)
+        ),
+    )
+    .figure("longest disagreement", in_t(longest, b.t))
+}
+
+/// A row of the `leader_work` table, with its time on the run's clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkRow {
+    /// The loop that wrote it.
+    pub loop_name: String,
+    /// The replica that wrote it.
+    pub replica: String,
+    /// The writer's term number.
+    pub term: i64,
+    /// When, in ms since the run's start.
+    pub t_ms: f64,
+}
+
+/// LOOP-1: leader-only rows come only from a replica that believed it led at the time (within
+/// slack), and from the lock holder outside overlap windows.
+pub fn work_only_from_leader(
+    entries: &[Entry],
+    rows: &[WorkRow],
+    end_ms: f64,
+    b: &Bounds,
+) -> Check {
+    let spans = leadership_spans(entries, end_ms);
+    let windows = overlaps(&spans);
+    let slack = (b.slack + b.sample).as_secs_f64() * 1000.0;
+    let mut bad = Vec::new();
+    for row in rows.iter().filter(|r| !r.loop_name.contains(':')) {
+        let led = spans.get(&row.replica).is_some_and(|s| {
+            s.iter()
+                .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack)
+        });
+        let in_overlap = windows
+            .iter()
+            .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack);
+        if !led && !in_overlap {
+            bad.push(format!(
+                "{} by {} (term {}) at {:.0} ms",
+                row.loop_name, row.replica, row.term, row.t_ms
+            ));
+        }
+    }
+    let writers: BTreeSet<&str> = rows.iter().map(|r| r.replica.as_str()).collect();
+    let verdict = match (rows.is_empty(), bad.is_empty()) {
+        (true, _) => Verdict::Unknown,
+        (false, true) => Verdict::Valid,
+        (false, false) => Verdict::Invalid,
+    };
+    let message = if bad.is_empty() {
+        format!(
+            "{} rows from {:?}, each written while its replica led",
+            rows.len(),
+            writers
+        )
+    } else {
+        format!(
+            "{} rows outside their writer's terms, first: {}",
+            bad.len(),
+            bad[0]
+        )
+    };
+    Check::new("leader-only work", &["LOOP-1"], verdict, message)
+        .figure("rows", rows.len().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t_ms: f64, replica: &str, event: ReplicaEvent) -> Entry {
+        Entry {
+            t_ms,
+            what: What::Replica {
+                replica: replica.into(),
+                event,
+            },
+        }
+    }
+
+    fn gauges(t_ms: f64, pairs: &[(&str, i64)]) -> Entry {
+        Entry {
+            t_ms,
+            what: What::Gauges {
+                values: pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Some(*v)))
+                    .collect(),
+            },
+        }
+    }
+
+    fn bounds() -> Bounds {
+        let ms = Duration::from_millis;
+        Bounds {
+            t: ms(200),
+            tick: ms(200),
+            sample: ms(20),
+            slack: ms(40),
+        }
+    }
+
+    fn acquired(term: u64) -> ReplicaEvent {
+        ReplicaEvent::Acquired {
+            term,
+            backend_pid: 1,
+        }
+    }
+
+    fn demoted(term: u64) -> ReplicaEvent {
+        ReplicaEvent::Demoted {
+            term,
+            error: "x".into(),
+        }
+    }
+
+    #[test]
+    fn overlap_within_and_beyond_the_bound() {
+        let ok = vec![
+            ev(0.0, "a", acquired(1)),
+            ev(100.0, "b", acquired(1)),
+            ev(400.0, "a", demoted(1)),
+        ];
+        let c = overlap_bound(&ok, 1000.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["max overlap"], "1.50T");
+
+        let bad = vec![
+            ev(0.0, "a", acquired(1)),
+            ev(100.0, "b", acquired(1)),
+            ev(800.0, "a", demoted(1)),
+        ];
+        let c = overlap_bound(&bad, 1000.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        assert_eq!(c.figures["max overlap"], "3.50T");
+    }
+
+    #[test]
+    fn gauge_sum_two_only_inside_overlap() {
+        let mut tl = vec![
+            ev(0.0, "a", acquired(1)),
+            gauges(10.0, &[("a", 1), ("b", 0)]),
+        ];
+        tl.push(ev(100.0, "b", acquired(1)));
+        tl.push(gauges(150.0, &[("a", 1), ("b", 1)]));
+        tl.push(ev(300.0, "a", demoted(1)));
+        tl.push(gauges(330.0, &[("a", 0), ("b", 1)]));
+        assert_eq!(gauge_sum(&tl, 400.0, &bounds()).verdict, Verdict::Valid);
+        // A sum of 2 with no overlap by the events is a violation.
+        tl.push(gauges(390.0, &[("a", 1), ("b", 1)]));
+        let c = gauge_sum(&tl, 400.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        assert_eq!(gauge_sum(&[], 0.0, &bounds()).verdict, Verdict::Unknown);
+    }
+
+    #[test]
+    fn lock_rows_and_agreement() {
+        let locks = |t_ms: f64, holder: Option<&str>| Entry {
+            t_ms,
+            what: What::Locks {
+                rows: holder
+                    .map(|h| vec![(7, true, h.to_owned())])
+                    .unwrap_or_default(),
+            },
+        };
+        let tl = vec![
+            gauges(0.0, &[("a", 1)]),
+            locks(5.0, Some("a")),
+            gauges(20.0, &[("a", 0)]),
+            locks(25.0, None),
+        ];
+        assert_eq!(one_lock_row(&tl).verdict, Verdict::Valid);
+        assert_eq!(gauge_matches_locks(&tl, &bounds()).verdict, Verdict::Valid);
+        let two = vec![Entry {
+            t_ms: 0.0,
+            what: What::Locks {
+                rows: vec![(1, true, "a".into()), (2, true, "b".into())],
+            },
+        }];
+        assert_eq!(one_lock_row(&two).verdict, Verdict::Invalid);
+        // The gauge says b while pg_locks says a for a whole second.
+        let long = vec![
+            gauges(0.0, &[("b", 1)]),
+            locks(1.0, Some("a")),
+            locks(1000.0, Some("a")),
+        ];
+        assert_eq!(
+            gauge_matches_locks(&long, &bounds()).verdict,
+            Verdict::Invalid
+        );
+    }
+
+    #[test]
+    fn work_rows_must_come_from_the_leader() {
+        let tl = vec![
+            ev(0.0, "a", acquired(1)),
+            ev(500.0, "a", demoted(1)),
+            ev(520.0, "b", acquired(1)),
+        ];
+        let row = |replica: &str, t_ms: f64| WorkRow {
+            loop_name: "invitations-expire".into(),
+            replica: replica.into(),
+            term: 1,
+            t_ms,
+        };
+        let good = [row("a", 100.0), row("b", 700.0)];
+        assert_eq!(
+            work_only_from_leader(&tl, &good, 1000.0, &bounds()).verdict,
+            Verdict::Valid
+        );
+        let bad = [row("b", 200.0)];
+        assert_eq!(
+            work_only_from_leader(&tl, &bad, 1000.0, &bounds()).verdict,
+            Verdict::Invalid
+        );
+    }
+
+    #[test]
+    fn frozen_leader_is_not_counted_while_frozen() {
+        let fault = |t_ms: f64, lifted: bool| Entry {
+            t_ms,
+            what: What::Fault {
+                verb: "freeze".into(),
+                target: "a".into(),
+                lifted,
+            },
+        };
+        let tl = vec![
+            ev(0.0, "a", acquired(1)),
+            fault(100.0, false),
+            ev(1000.0, "b", acquired(1)),
+            fault(2000.0, true),
+            ev(2010.0, "a", demoted(1)),
+        ];
+        let spans = leadership_spans(&tl, 3000.0);
+        assert_eq!(spans["a"], vec![(0.0, 100.0), (2000.0, 2010.0)]);
+        let c = overlap_bound(&tl, 3000.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["max overlap"], "0.05T");
+    }
+}

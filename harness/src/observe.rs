@@ -1,0 +1,269 @@
+//! Observers: samplers of every replica's gauge and readiness (over HTTP) and of pg_locks (the
+//! spec's leader-finding query, verbatim, on the harness's direct connection), written to the
+//! timeline as they are taken.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::timeline::{Timeline, What};
+use crate::topology::Observer;
+
+/// Each replica's last gauge answer and when it came.
+type LastGauges = BTreeMap<String, (Option<i64>, tokio::time::Instant)>;
+
+/// The latest samples, for steps that wait on the system's state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Latest {
+    /// Replica → gauge (`None`: unreachable).
+    pub gauges: BTreeMap<String, Option<i64>>,
+    /// The granted holder of the lock by pg_locks, as `application_name`, when one holds it.
+    pub lock_holder: Option<String>,
+    /// How many granted rows the query returned.
+    pub lock_rows: usize,
+    /// Replica → `/readyz` status (`None`: unreachable).
+    pub ready: BTreeMap<String, Option<u16>>,
+    /// When the gauges, pg_locks and readiness were last sampled.
+    pub gauges_at: Option<tokio::time::Instant>,
+    /// See `gauges_at`.
+    pub locks_at: Option<tokio::time::Instant>,
+    /// See `gauges_at`.
+    pub ready_at: Option<tokio::time::Instant>,
+}
+
+impl Latest {
+    /// Whether every sample was taken after `since` (a wait never decides on old samples).
+    pub fn fresh_since(&self, since: tokio::time::Instant) -> bool {
+        [self.gauges_at, self.locks_at, self.ready_at]
+            .iter()
+            .all(|t| t.is_some_and(|t| t > since))
+    }
+
+    /// The one replica that leads by both the gauge and pg_locks, if they agree.
+    pub fn agreed_leader(&self) -> Option<String> {
+        let holder = self.lock_holder.clone()?;
+        let by_gauge: Vec<&String> = self
+            .gauges
+            .iter()
+            .filter(|(_, v)| **v == Some(1))
+            .map(|(k, _)| k)
+            .collect();
+        (by_gauge == [&holder] && self.lock_rows == 1).then_some(holder)
+    }
+}
+
+/// The samplers of one run; stop them with [`Samplers::stop`].
+pub struct Samplers {
+    token: CancellationToken,
+    tasks: JoinSet<()>,
+    latest: watch::Receiver<Latest>,
+}
+
+impl std::fmt::Debug for Samplers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Samplers")
+            .field("latest", &*self.latest.borrow())
+            .finish()
+    }
+}
+
+/// A replica's HTTP address as the samplers see it (fixed across restarts).
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The replica's name.
+    pub name: String,
+    /// `http://host:port`.
+    pub base_url: String,
+}
+
+/// The spec's query plus the holders' application names, on the observer connection.
+pub async fn lock_rows(observer: &Observer) -> anyhow::Result<Vec<(i32, bool, String)>> {
+    let rows = observer.query(elector::sql::LEADER_QUERY, &[]).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (pid, granted): (i32, bool) = (row.get(0), row.get(1));
+        let app = observer
+            .query(
+                "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .await?
+            .first()
+            .map(|r| r.get::<_, String>(0))
+            .unwrap_or_default();
+        out.push((pid, granted, app));
+    }
+    Ok(out)
+}
+
+/// Reads the leader gauge from a replica's `/metrics` (`None` when unreachable or absent).
+async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.starts_with(elector::GAUGE_NAME))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v as i64)
+}
+
+impl Samplers {
+    /// Starts sampling gauges and pg_locks every `every`, and readiness every `ready_every`.
+    pub fn start(
+        timeline: &Timeline,
+        observer: Arc<Observer>,
+        targets: Vec<Target>,
+        every: Duration,
+        ready_every: Duration,
+    ) -> Samplers {
+        let token = CancellationToken::new();
+        let (tx, latest) = watch::channel(Latest::default());
+        let tx = Arc::new(tx);
+        let mut tasks = JoinSet::new();
+        // One poller per replica keeps its last answer; a frozen or dead replica answers
+        // nothing, so a value older than `stale` counts as unreachable. The combiner writes one
+        // sample of every replica per period, never blocked by a slow one.
+        let stale = (ready_every).max(every * 3);
+        let client = reqwest::Client::builder()
+            .timeout(stale)
+            .build()
+            .expect("HTTP client");
+        let last: Arc<std::sync::Mutex<LastGauges>> = Arc::default();
+        for r in targets.clone() {
+            let (tok, c, last) = (token.clone(), client.clone(), last.clone());
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                while !tok.is_cancelled() {
+                    tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
+                    let v = tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };
+                    if v.is_some() {
+                        last.lock().unwrap_or_else(|e| e.into_inner()).insert(r.name.clone(), (v, tokio::time::Instant::now()));
+                    }
+                }
+            });
+        }
+        let (tl, tok, t, txg) = (timeline.clone(), token.clone(), targets.clone(), tx.clone());
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            while !tok.is_cancelled() {
+                tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
+                let now = tokio::time::Instant::now();
+                let values: BTreeMap<String, Option<i64>> = {
+                    let last = last.lock().unwrap_or_else(|e| e.into_inner());
+                    t.iter()
+                        .map(|r| {
+                            let v = last
+                                .get(&r.name)
+                                .filter(|(_, at)| now.duration_since(*at) <= stale)
+                                .and_then(|(v, _)| *v);
+                            (r.name.clone(), v)
+                        })
+                        .collect()
+                };
+                txg.send_modify(|l| {
+                    l.gauges = values.clone();
+                    l.gauges_at = Some(now);
+                });
+                tl.record(What::Gauges { values });
+            }
+        });
+
+        let (tl, tok, txl) = (timeline.clone(), token.clone(), tx.clone());
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            while !tok.is_cancelled() {
+                tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
+                // While the server restarts the query fails: no sample, not a false "no leader".
+                let sampled = tokio::select! {
+                    () = tok.cancelled() => break,
+                    r = lock_rows(&observer) => r,
+                };
+                let Ok(rows) = sampled else { continue };
+                let granted: Vec<&(i32, bool, String)> = rows.iter().filter(|r| r.1).collect();
+                let holder = granted.first().map(|r| r.2.clone());
+                let n = granted.len();
+                txl.send_modify(|l| {
+                    l.lock_holder = holder.clone();
+                    l.lock_rows = n;
+                    l.locks_at = Some(tokio::time::Instant::now());
+                });
+                tl.record(What::Locks { rows });
+            }
+        });
+
+        let (tl, tok, t, c, txr) = (timeline.clone(), token.clone(), targets, client, tx);
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(ready_every);
+            while !tok.is_cancelled() {
+                tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
+                let status: BTreeMap<String, Option<u16>> = join_all(t.iter().map(|r| {
+                    let c = c.clone();
+                    async move {
+                        let s = c
+                            .get(format!("{}/readyz", r.base_url))
+                            .send()
+                            .await
+                            .ok()
+                            .map(|r| r.status().as_u16());
+                        (r.name.clone(), s)
+                    }
+                }))
+                .await
+                .into_iter()
+                .collect();
+                txr.send_modify(|l| {
+                    l.ready = status.clone();
+                    l.ready_at = Some(tokio::time::Instant::now());
+                });
+                tl.record(What::Readiness { status });
+            }
+        });
+        Samplers {
+            token,
+            tasks,
+            latest,
+        }
+    }
+
+    /// The latest samples.
+    pub fn latest(&self) -> Latest {
+        self.latest.borrow().clone()
+    }
+
+    /// Waits until `cond` holds on the latest samples, for at most `limit`; the time it took.
+    pub async fn wait_until(
+        &self,
+        limit: Duration,
+        mut cond: impl FnMut(&Latest) -> bool,
+    ) -> Option<Duration> {
+        let start = tokio::time::Instant::now();
+        let mut rx = self.latest.clone();
+        loop {
+            if cond(&rx.borrow_and_update()) {
+                return Some(start.elapsed());
+            }
+            let left = limit.checked_sub(start.elapsed())?;
+            if tokio::time::timeout(left, rx.changed()).await.is_err() {
+                return cond(&rx.borrow()).then(|| start.elapsed());
+            }
+        }
+    }
+
+    /// Stops every sampler and waits for them.
+    pub async fn stop(mut self) {
+        self.token.cancel();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}

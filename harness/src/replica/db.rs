@@ -1,0 +1,173 @@
+//! The replica's database side: the boot-time reachability check, the pool (whose connections
+//! carry `application_name` = the replica's name), the `leader_work` table and the optional
+//! pool max lifetime.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context as _};
+use deadpool_postgres::{ManagerConfig, Pool, PoolConfig, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::NoTls;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::WORK_TABLE_DDL;
+
+/// The statement a leader-only pass writes (LOOP-1, LOOP-2, LOOP-3).
+const INSERT_WORK: &str = "INSERT INTO leader_work (loop_name, replica, term) VALUES ($1, $2, $3)";
+
+/// The read a boot pass and an every-replica sample take.
+const COUNT_WORK: &str = "SELECT count(*) FROM leader_work WHERE loop_name = $1";
+
+/// The replica's pool and name. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct Database {
+    pub(crate) pool: Pool,
+    replica: String,
+}
+
+impl Database {
+    /// Parses `dsn`, builds the pool, proves the server is reachable within `timeout` (one
+    /// pooled connection, which also creates `leader_work`), and opens the pool's other
+    /// connections (`pool_max` in all).
+    ///
+    /// # Errors
+    /// An invalid DSN, or a server that does not answer within `timeout`.
+    pub(crate) async fn connect(
+        dsn: &str,
+        replica: &str,
+        pool_max: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let mut cfg = deadpool_postgres::Config::new();
+        cfg.url = Some(dsn.to_owned());
+        cfg.application_name = Some(replica.to_owned());
+        cfg.manager = Some(ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        });
+        cfg.pool = Some(PoolConfig::new(pool_max));
+        let pg = cfg
+            .get_pg_config()
+            .map_err(|e| anyhow!("invalid --dsn: {e}"))?;
+        let target = describe(&pg);
+
+        let pool = cfg
+            .create_pool(Some(Runtime::Tokio1), NoTls)
+            .map_err(|e| anyhow!("cannot build the pool: {e}"))?;
+        // The first connection proves the server is there and stays in the pool, warm for the
+        // elector's first check and the boot passes.
+        let no_answer = || anyhow!("PostgreSQL at {target} did not answer within {timeout:?}");
+        let client = tokio::time::timeout(timeout, pool.get())
+            .await
+            .map_err(|_| no_answer())?
+            .map_err(|e| match e {
+                PoolError::Backend(e) => anyhow!("cannot connect to PostgreSQL at {target}: {e}"),
+                other => anyhow!("cannot connect to PostgreSQL at {target}: {other}"),
+            })?;
+        let created = tokio::time::timeout(timeout, client.batch_execute(WORK_TABLE_DDL))
+            .await
+            .map_err(|_| no_answer())?;
+        match created {
+            Ok(()) => {}
+            // Replicas booting together race on CREATE TABLE IF NOT EXISTS; the loser's error
+            // means the table is there.
+            Err(e)
+                if [
+                    SqlState::UNIQUE_VIOLATION,
+                    SqlState::DUPLICATE_TABLE,
+                    SqlState::DUPLICATE_OBJECT,
+                ]
+                .iter()
+                .any(|c| e.code() == Some(c)) =>
+            {
+                tracing::debug!(error = %e, "leader_work: created concurrently by another replica");
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create leader_work at {target}"))
+            }
+        }
+        // Warm the pool to its size now, so no connection is opened while the loops run: a
+        // connection's handshake (SCRAM above all, in a debug build) takes CPU from the runtime
+        // the election's checks run on.
+        let warm = futures::future::join_all((1..pool_max).map(|_| pool.get()));
+        match tokio::time::timeout(timeout, warm).await {
+            Ok(objects) => {
+                let failed = objects.iter().filter(|o| o.is_err()).count();
+                if failed > 0 {
+                    tracing::warn!(failed, "pool: some connections could not be opened at boot");
+                }
+            }
+            Err(_) => tracing::warn!("pool: warming did not finish within {timeout:?}"),
+        }
+        drop(client);
+        Ok(Self {
+            pool,
+            replica: replica.to_owned(),
+        })
+    }
+
+    /// Writes one `leader_work` row for `loop_name` in `term`, on a pooled connection.
+    pub(crate) async fn record_work(&self, loop_name: &str, term: u64) -> Result<(), String> {
+        let term = i64::try_from(term).map_err(|e| e.to_string())?;
+        let client = self.pool.get().await.map_err(|e| format!("pool: {e}"))?;
+        let stmt = client
+            .prepare_cached(INSERT_WORK)
+            .await
+            .map_err(|e| format!("postgres: {e}"))?;
+        client
+            .execute(&stmt, &[&loop_name, &self.replica, &term])
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("postgres: {e}"))
+    }
+
+    /// A cheap real read on a pooled connection: the number of `leader_work` rows of
+    /// `loop_name` (a boot pass's sweep, an every-replica loop's sample).
+    pub(crate) async fn sample(&self, loop_name: &str) -> Result<i64, String> {
+        let client = self.pool.get().await.map_err(|e| format!("pool: {e}"))?;
+        let stmt = client
+            .prepare_cached(COUNT_WORK)
+            .await
+            .map_err(|e| format!("postgres: {e}"))?;
+        client
+            .query_one(&stmt, &[&loop_name])
+            .await
+            .map(|row| row.get(0))
+            .map_err(|e| format!("postgres: {e}"))
+    }
+
+    /// Retires pooled connections older than `max` (SESS-1: the elector's lock connection is
+    /// out of the pool, so this never touches it), checking every `max / 4` (at least 10 ms)
+    /// until `shutdown`.
+    pub(crate) fn enforce_max_lifetime(&self, max: Duration, shutdown: CancellationToken) {
+        let pool = self.pool.clone();
+        let every = (max / 4).max(Duration::from_millis(10));
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = ticks.tick() => {}
+                }
+                let retired = pool.retain(|_, metrics| metrics.age() < max).removed.len();
+                if retired > 0 {
+                    tracing::debug!(retired, "pool: retired connections past their max lifetime");
+                }
+            }
+        });
+    }
+}
+
+/// `host:port/dbname` of a connection config, for error messages (never the password).
+fn describe(pg: &tokio_postgres::Config) -> String {
+    let host = pg
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".to_owned());
+    let port = pg.get_ports().first().copied().unwrap_or(5432);
+    let db = pg.get_dbname().unwrap_or_default();
+    format!("{host}:{port}/{db}")
+}

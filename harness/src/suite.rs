@@ -1,0 +1,325 @@
+//! `harness run`: the conformance suite. Validates every scenario file before anything starts,
+//! runs them one by one with a progress bar, folds in the elector's own test results (from
+//! nextest's JUnit file), and writes the report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use tokio::time::Instant;
+
+use crate::check::{Check, Verdict};
+use crate::report::{ClauseVerdict, Report, Source};
+use crate::scenario::file::Span;
+use crate::scenario::run::{self, RunOptions};
+use crate::scenario::Scenario;
+use crate::topology::Images;
+
+/// The flags of `harness run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario names or files to run (default: every `*.toml` in `--scenarios`).
+    pub scenarios: Vec<String>,
+    /// The folder of scenario files.
+    #[arg(long, default_value_os_t = run::default_dir())]
+    pub scenarios_dir: PathBuf,
+    /// The check interval T (e.g. `200ms`).
+    #[arg(long = "t", default_value = "200ms", value_parser = parse_abs)]
+    pub t: Duration,
+    /// The seed of every random choice (default: random, printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where the report and the evidence go.
+    #[arg(long, default_value = "target/conformance")]
+    pub out: PathBuf,
+    /// nextest's JUnit file of the elector's tests, whose clause IDs (in their doc comments)
+    /// join the report.
+    #[arg(long)]
+    pub elector_junit: Option<PathBuf>,
+    /// Scheduling noise allowed on top of each bound (small against T).
+    #[arg(long, default_value = "50ms", value_parser = parse_abs)]
+    pub slack: Duration,
+    /// Images (default: `ELECTOR_*_IMAGE`, else upstream).
+    #[command(flatten)]
+    pub images: crate::topology::images::ImageArgs,
+}
+
+fn parse_abs(s: &str) -> Result<Duration, String> {
+    match Span::parse(s)? {
+        Span::Abs(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("{s:?}: give an absolute duration such as 200ms")),
+    }
+}
+
+/// Finds the scenario files named on the command line (or all of them), validated.
+pub fn load(args: &RunArgs) -> anyhow::Result<Vec<Scenario>> {
+    let mut files: Vec<PathBuf> = if args.scenarios.is_empty() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&args.scenarios_dir)
+            .with_context(|| format!("reading {}", args.scenarios_dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml") && !p.ends_with("Cargo.toml"))
+            .collect();
+        v.sort();
+        v
+    } else {
+        args.scenarios
+            .iter()
+            .map(|s| {
+                let p = PathBuf::from(s);
+                if p.exists() {
+                    p
+                } else {
+                    args.scenarios_dir.join(format!("{s}.toml"))
+                }
+            })
+            .collect()
+    };
+    files.dedup();
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for f in files {
+        match Scenario::load(&f) {
+            Ok(s) => out.push(s),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if !errors.is_empty() {
+        bail!("invalid scenario file(s):\n  {}", errors.join("\n  "));
+    }
+    if out.is_empty() {
+        bail!("no scenario files in {}", args.scenarios_dir.display());
+    }
+    Ok(out)
+}
+
+/// The elector's tests as a report source: each test decides the clause IDs its doc comment
+/// names; its verdict comes from nextest's JUnit file.
+pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
+    let xml =
+        std::fs::read_to_string(junit).with_context(|| format!("reading {}", junit.display()))?;
+    let doc =
+        roxmltree::Document::parse(&xml).with_context(|| format!("parsing {}", junit.display()))?;
+    let clauses = elector_test_clauses();
+    let mut checks = Vec::new();
+    let mut seconds = 0.0;
+    for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
+        let name = case.attribute("name").unwrap_or_default();
+        let fn_name = name.rsplit("::").next().unwrap_or(name);
+        let Some(ids) = clauses
+            .iter()
+            .find(|(f, _)| f == fn_name)
+            .map(|(_, ids)| ids.clone())
+        else {
+            continue;
+        };
+        seconds += case
+            .attribute("time")
+            .and_then(|t| t.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        let failed = case
+            .children()
+            .any(|c| c.has_tag_name("failure") || c.has_tag_name("error"));
+        let skipped = case.children().any(|c| c.has_tag_name("skipped"));
+        checks.push(Check {
+            name: format!("elector test {name}"),
+            clauses: ids,
+            verdict: if failed {
+                Verdict::Invalid
+            } else if skipped {
+                Verdict::Unknown
+            } else {
+                Verdict::Valid
+            },
+            figures: Default::default(),
+            message: if failed {
+                "failed (see the nextest output)".into()
+            } else {
+                "passed".into()
+            },
+        });
+    }
+    Ok(Source {
+        name: "elector tests".into(),
+        seconds,
+        checks,
+        evidence: None,
+    })
+}
+
+/// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
+pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
+    const SOURCES: [&str; 9] = [
+        include_str!("../../elector/tests/it/config.rs"),
+        include_str!("../../elector/tests/it/demotion.rs"),
+        include_str!("../../elector/tests/it/launchers.rs"),
+        include_str!("../../elector/tests/it/lock.rs"),
+        include_str!("../../elector/tests/it/metrics.rs"),
+        include_str!("../../elector/tests/it/orphan.rs"),
+        include_str!("../../elector/tests/it/run.rs"),
+        include_str!("../../elector/tests/it/session.rs"),
+        include_str!("../../elector/tests/it/term_do.rs"),
+    ];
+    let mut out = Vec::new();
+    for src in SOURCES.iter().chain([
+        &include_str!("../../elector/src/supervisor.rs"),
+        &include_str!("../../elector/src/gate.rs"),
+    ]) {
+        let mut doc = String::new();
+        for line in src.lines().map(str::trim) {
+            if let Some(d) = line.strip_prefix("///") {
+                doc.push_str(d);
+                doc.push(' ');
+            } else if line.starts_with("#[") {
+                continue;
+            } else if let Some(rest) = line
+                .strip_prefix("async fn ")
+                .or_else(|| line.strip_prefix("fn "))
+            {
+                let name = rest.split('(').next().unwrap_or_default().to_owned();
+                let ids = clause_ids(&doc);
+                if !ids.is_empty() {
+                    out.push((name, ids));
+                }
+                doc.clear();
+            } else {
+                doc.clear();
+            }
+        }
+    }
+    out
+}
+
+/// The clause IDs a text names, e.g. `RUN-7`, in order, once each.
+fn clause_ids(text: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+        if crate::clauses::exists(word) && !ids.iter().any(|i| i == word) {
+            ids.push(word.to_owned());
+        }
+    }
+    ids
+}
+
+/// Runs the suite; the exit code is non-zero when any clause fails.
+pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let scenarios = load(&args)?;
+    let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
+    let images = Images::from(&args.images);
+    let binary = std::env::current_exe().context("locating the harness binary")?;
+    let opts = RunOptions {
+        t: args.t,
+        seed,
+        out: args.out.clone(),
+        binary,
+        images,
+        slack: args.slack,
+    };
+    eprintln!(
+        "harness run: {} scenario(s), T = {:?}, seed {seed}, output in {}",
+        scenarios.len(),
+        args.t,
+        args.out.display()
+    );
+    let began = Instant::now();
+    let bar = indicatif::ProgressBar::new(scenarios.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let mut sources = Vec::new();
+    if let Some(junit) = &args.elector_junit {
+        sources.push(elector_tests(junit)?);
+    }
+    for s in &scenarios {
+        bar.set_message(s.name.clone());
+        let source = match run::run(s, &opts).await {
+            Ok(outcome) => outcome.source,
+            Err(e) => Source {
+                name: s.name.clone(),
+                seconds: 0.0,
+                checks: vec![Check {
+                    name: "scenario ran".into(),
+                    clauses: s.raw.clauses.iter().map(|c| c.get_ref().clone()).collect(),
+                    verdict: Verdict::Invalid,
+                    figures: Default::default(),
+                    message: format!("{e:#}"),
+                }],
+                evidence: None,
+            },
+        };
+        bar.println(format!(
+            "{:<40} {} ({:.1} s)",
+            source.name,
+            if source.passed() { "pass" } else { "FAIL" },
+            source.seconds
+        ));
+        sources.push(source);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let report = Report::new(
+        args.t.as_millis() as u64,
+        seed,
+        began.elapsed().as_secs_f64(),
+        sources,
+    );
+    report.write(&args.out)?;
+    print_summary(&report);
+    println!("{}", report.summary_line());
+    println!("report: {}", args.out.join("report.md").display());
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_summary(report: &Report) {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
+    table.set_header(vec!["clause", "verdict", "decided by", "figures"]);
+    for c in &report.clauses {
+        let mut figures = c.figures.join("; ");
+        if figures.len() > 70 {
+            figures.truncate(67);
+            figures.push_str("...");
+        }
+        table.add_row(vec![
+            c.id.clone(),
+            match c.verdict {
+                ClauseVerdict::Pass => "pass".into(),
+                ClauseVerdict::Fail => "FAIL".into(),
+                ClauseVerdict::NotRun => "not-run".into(),
+            },
+            c.scenario.clone().unwrap_or_default(),
+            figures,
+        ]);
+    }
+    println!("{table}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elector_tests_name_their_clauses() {
+        let map = elector_test_clauses();
+        let get = |f: &str| {
+            map.iter()
+                .find(|(n, _)| n == f)
+                .map(|(_, ids)| ids.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(get("panic_in_run_abandons_the_lock"), vec!["RUN-7"]);
+        assert!(
+            get("leader_holds_the_two_int4_key_and_the_spec_query_finds_it")
+                .contains(&"LOCK-1".to_owned())
+        );
+        assert_eq!(get("panicking_worker_exhausts_its_budget"), vec!["LOOP-5"]);
+        assert!(map.len() >= 25, "{map:?}");
+    }
+}

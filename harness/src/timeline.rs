@@ -1,0 +1,176 @@
+//! The timeline of a run: the replicas' events, the faults, and the observers' samples, merged
+//! in the order the harness saw them, with monotonic times relative to the run's start
+//! (Jepsen's history: faults are entries of the same history as the replicas' transitions).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::event::ReplicaEvent;
+
+/// One entry of the timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Milliseconds since the run's start (monotonic clock of the harness).
+    pub t_ms: f64,
+    /// What happened.
+    #[serde(flatten)]
+    pub what: What,
+}
+
+/// What an entry records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum What {
+    /// A replica's event, stamped when the harness read it.
+    Replica {
+        /// The replica.
+        replica: String,
+        /// The event.
+        event: ReplicaEvent,
+    },
+    /// A fault applied or lifted (`lifted` false when applied).
+    Fault {
+        /// The verb, e.g. `partition`.
+        verb: String,
+        /// The replica or service it targets.
+        target: String,
+        /// Whether this entry lifts the fault.
+        lifted: bool,
+    },
+    /// One sample of every replica's gauge (`None`: unreachable, e.g. frozen or dead).
+    Gauges {
+        /// Replica → gauge value.
+        values: BTreeMap<String, Option<i64>>,
+    },
+    /// One run of the spec's leader-finding query: the granted rows' holders.
+    Locks {
+        /// `(pid, granted, application_name)` per row.
+        rows: Vec<(i32, bool, String)>,
+    },
+    /// One sample of every replica's `/readyz` status (`None`: unreachable).
+    Readiness {
+        /// Replica → HTTP status.
+        status: BTreeMap<String, Option<u16>>,
+    },
+    /// A scenario step began (for the reader of the timeline).
+    Step {
+        /// The step, as written in the scenario.
+        label: String,
+    },
+}
+
+/// A timeline shared by the samplers, the event readers and the runner.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    start: Instant,
+    entries: Arc<Mutex<Vec<Entry>>>,
+}
+
+impl Timeline {
+    /// An empty timeline whose clock starts now.
+    pub fn new() -> Self {
+        Self::starting_at(Instant::now())
+    }
+
+    /// An empty timeline whose clock started at `start`.
+    pub fn starting_at(start: Instant) -> Self {
+        Self {
+            start,
+            entries: Arc::default(),
+        }
+    }
+
+    /// The run's start.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// The time since the start of the run of `at`.
+    pub fn offset(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.start)
+    }
+
+    /// Records `what` as seen at `at`.
+    pub fn record_at(&self, at: Instant, what: What) {
+        let entry = Entry {
+            t_ms: self.offset(at).as_secs_f64() * 1000.0,
+            what,
+        };
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        // Keep the order by time: samplers and readers race by microseconds.
+        let pos = entries
+            .iter()
+            .rposition(|e| e.t_ms <= entry.t_ms)
+            .map_or(0, |p| p + 1);
+        entries.insert(pos, entry);
+    }
+
+    /// Records `what` now.
+    pub fn record(&self, what: What) {
+        self.record_at(Instant::now(), what);
+    }
+
+    /// A copy of every entry so far, in time order.
+    pub fn entries(&self) -> Vec<Entry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Writes the timeline as JSON lines.
+    pub fn write_jsonl(&self, path: &Path) -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        for e in self.entries() {
+            serde_json::to_writer(&mut out, &e)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()
+    }
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_stay_in_time_order_and_serialise() {
+        let tl = Timeline::new();
+        let t0 = tl.start();
+        tl.record_at(
+            t0 + Duration::from_millis(20),
+            What::Step { label: "b".into() },
+        );
+        tl.record_at(
+            t0 + Duration::from_millis(10),
+            What::Step { label: "a".into() },
+        );
+        tl.record_at(
+            t0 + Duration::from_millis(30),
+            What::Fault {
+                verb: "partition".into(),
+                target: "r1".into(),
+                lifted: false,
+            },
+        );
+        let labels: Vec<f64> = tl.entries().iter().map(|e| e.t_ms).collect();
+        assert_eq!(labels, vec![10.0, 20.0, 30.0]);
+        let json = serde_json::to_string(&tl.entries()[2]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"t_ms":30.0,"kind":"fault","verb":"partition","target":"r1","lifted":false}"#
+        );
+    }
+}

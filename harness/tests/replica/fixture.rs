@@ -1,0 +1,208 @@
+//! Shared fixtures: a real PostgreSQL container per test, replica processes, waits.
+
+use std::path::Path;
+use std::time::Duration;
+
+use harness::event::ReplicaEvent;
+use harness::replica::{ReplicaProcess, ReplicaSpec};
+use testcontainers::{runners::AsyncRunner, ContainerAsync, ImageExt};
+use testcontainers_modules::postgres::Postgres;
+use tokio::time::Instant;
+use tokio_postgres::NoTls;
+
+/// The check interval the tests run at.
+pub const T: Duration = Duration::from_millis(200);
+
+/// Scheduling, process and round-trip noise allowed on top of a bound stated in units of T
+/// (measured: see the failover test), never a multiple of T.
+pub const SLACK: Duration = Duration::from_millis(60);
+
+/// Tests that assert timing bounds (or steady leadership at a small T) hold this exclusively;
+/// the others share it. The machine has two cores: two timing tests, each with a database and
+/// several replicas, would otherwise measure each other.
+static SERIAL: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Runs alone: no other test of this binary runs meanwhile.
+pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    SERIAL.write().await
+}
+
+/// Runs alongside other shared tests, never alongside an exclusive one.
+pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    SERIAL.read().await
+}
+
+/// The harness binary, re-executed as `harness replica ...`.
+pub fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_harness"))
+}
+
+/// The image to run: `ELECTOR_POSTGRES_IMAGE` (name:tag), default the upstream `postgres:15`.
+fn image() -> (String, String) {
+    let image = std::env::var("ELECTOR_POSTGRES_IMAGE").unwrap_or_else(|_| "postgres:15".into());
+    match image.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => (name.to_owned(), tag.to_owned()),
+        _ => (image, "latest".to_owned()),
+    }
+}
+
+/// A PostgreSQL server in a container of its own; removed on drop.
+pub struct Pg {
+    _container: ContainerAsync<Postgres>,
+    pub port: u16,
+}
+
+impl Pg {
+    /// Starts the server; panics with a clear message when Docker or the image is missing.
+    pub async fn start() -> Pg {
+        let (name, tag) = image();
+        let started = Instant::now();
+        let container = Postgres::default()
+            .with_db_name("plexsphere")
+            .with_name(&name)
+            .with_tag(&tag)
+            .with_label("org.elector.test", "harness-replica")
+            // No SCRAM: a debug build spends ~120 ms of CPU on each handshake, which a small T
+            // cannot afford (the replica opens its pool at boot, but the lock session and a
+            // restarted replica still connect while others run).
+            .with_env_var("POSTGRES_HOST_AUTH_METHOD", "trust")
+            .start()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "could not start PostgreSQL from {name}:{tag} ({e}). Is Docker running? \
+                     Without a registry, build the local image with ci/build-images.sh and set \
+                     ELECTOR_POSTGRES_IMAGE=elector-local/postgres:15."
+                )
+            });
+        let port = container
+            .get_host_port_ipv4(5432)
+            .await
+            .expect("mapped port");
+        eprintln!("postgres {name}:{tag} up in {:?}", started.elapsed());
+        Pg {
+            _container: container,
+            port,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://postgres:postgres@127.0.0.1:{}/plexsphere",
+            self.port
+        )
+    }
+
+    /// A direct observer connection.
+    pub async fn observer(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.url(), NoTls)
+            .await
+            .expect("observer connects");
+        tokio::spawn(conn);
+        client
+    }
+
+    /// A replica spec at T on this server.
+    pub fn spec(&self, name: &str) -> ReplicaSpec {
+        let mut spec = ReplicaSpec::new(name, T).dsn(self.url());
+        spec.rust_log = Some("info".into());
+        spec
+    }
+}
+
+/// Starts a replica and waits for its `ready` event.
+pub async fn start_ready(spec: ReplicaSpec) -> ReplicaProcess {
+    let name = spec.name.clone();
+    let r = ReplicaProcess::spawn(binary(), spec)
+        .await
+        .unwrap_or_else(|e| panic!("replica {name}: {e:#}"));
+    r.wait_for_event(0, Duration::from_secs(10), |e| {
+        matches!(e, ReplicaEvent::Ready)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    r
+}
+
+/// Starts the named replicas on `pg`, all at once, and waits until each is ready.
+pub async fn start_many(pg: &Pg, names: &[&str]) -> Vec<ReplicaProcess> {
+    futures::future::join_all(names.iter().map(|n| start_ready(pg.spec(n)))).await
+}
+
+/// The index of the one replica that emitted `acquired` (waiting at most `within`); panics if
+/// none or more than one did.
+pub async fn the_leader(replicas: &[ReplicaProcess], within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    loop {
+        let leaders: Vec<usize> = replicas
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                r.history()
+                    .iter()
+                    .any(|e| matches!(e.event(), ReplicaEvent::Acquired { .. }))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        match leaders.len() {
+            1 => return leaders[0],
+            0 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(10)).await,
+            0 => panic!("no replica acquired within {within:?}"),
+            _ => panic!("more than one replica acquired: {leaders:?}"),
+        }
+    }
+}
+
+/// Polls `cond` every 20 ms for at most `within`.
+pub async fn eventually<F, Fut>(within: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `(replica, count)` of the `leader_work` rows, by replica.
+pub async fn work_by_replica(observer: &tokio_postgres::Client) -> Vec<(String, i64)> {
+    observer
+        .query(
+            "SELECT replica, count(*) FROM leader_work GROUP BY replica ORDER BY replica",
+            &[],
+        )
+        .await
+        .expect("leader_work")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+/// The replica (application_name) whose backend holds the lock, by the spec's query.
+pub async fn lock_holder(observer: &tokio_postgres::Client) -> Vec<String> {
+    let rows = observer
+        .query(elector::sql::LEADER_QUERY, &[])
+        .await
+        .expect("leader query");
+    let mut out = Vec::new();
+    for row in rows {
+        let pid: i32 = row.get(0);
+        let app: Option<String> = observer
+            .query_opt(
+                "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .map(|r| r.get(0));
+        out.push(app.unwrap_or_default());
+    }
+    out
+}

@@ -1,0 +1,179 @@
+//! Nothing is left behind: after a drop, a panic, a shutdown, a signal, or a SIGKILL (swept).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use harness::topology::cleanup::{sweep, SweepScope};
+use harness::topology::docker::count_labelled;
+use harness::topology::{PoolMode, Topology, TopologyConfig};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::time::Instant;
+
+/// The environment variable that turns [`guard_child`] into a topology that waits for a signal.
+const GUARD_CHILD: &str = "ELECTOR_TOPOLOGY_GUARD_CHILD";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_topology_leaves_no_container_or_network() {
+    let topology = Topology::start(TopologyConfig::docker().pgbouncer(PoolMode::Session))
+        .await
+        .expect("topology");
+    let run = topology.run_id().to_owned();
+    assert_eq!(count_labelled(&run).await.unwrap(), (3, 1), "while it runs");
+    let clock = Instant::now();
+    drop(topology);
+    eprintln!("drop removed the topology in {:?}", clock.elapsed());
+    assert_eq!(
+        count_labelled(&run).await.unwrap(),
+        (0, 0),
+        "after the drop"
+    );
+}
+
+/// A test body that panics while it owns a topology: in a task of a multi-thread runtime, and
+/// in a current-thread runtime (the flavour of a plain `#[tokio::test]`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_owner_leaves_nothing() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let topology = Topology::start(TopologyConfig::docker())
+            .await
+            .expect("topology");
+        tx.send(topology.run_id().to_owned()).unwrap();
+        panic!("a failing assertion while the topology runs");
+    });
+    let run = rx.await.expect("run id");
+    assert!(task.await.unwrap_err().is_panic());
+    assert_eq!(count_labelled(&run).await.unwrap(), (0, 0), "multi-thread");
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let topology = Topology::start(TopologyConfig::docker())
+                    .await
+                    .expect("topology");
+                tx.send(topology.run_id().to_owned()).unwrap();
+                panic!("a failing assertion in a current-thread test");
+            })
+    });
+    assert!(thread.join().is_err(), "it panicked");
+    let run = rx.recv().expect("run id");
+    assert_eq!(
+        count_labelled(&run).await.unwrap(),
+        (0, 0),
+        "current-thread"
+    );
+}
+
+/// Not a test on its own: with `ELECTOR_TOPOLOGY_GUARD_CHILD` set, starts a topology (with the
+/// signal guard), prints its run id and waits to be signalled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of the_signal_guard_removes_everything_on_sigterm"]
+async fn guard_child() {
+    if std::env::var_os(GUARD_CHILD).is_none() {
+        return;
+    }
+    let topology = Topology::start(TopologyConfig::docker())
+        .await
+        .expect("topology");
+    println!("RUN {}", topology.run_id());
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    drop(topology);
+}
+
+/// The child's stdout, line by line.
+type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+fn lines_of(child: &mut tokio::process::Child) -> Lines {
+    BufReader::new(child.stdout.take().expect("stdout")).lines()
+}
+
+/// Reads lines until one starting with `prefix`; returns the rest of it.
+async fn read_until(lines: &mut Lines, prefix: &str) -> String {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read") {
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return Some(rest.trim().to_owned());
+            }
+        }
+        None
+    })
+    .await
+    .expect("the child printed nothing in time");
+    found.unwrap_or_else(|| panic!("the child exited without printing {prefix:?}"))
+}
+
+/// The signal guard removes a topology's containers and network on SIGTERM (and SIGINT), as a
+/// Ctrl-C of `cargo test` would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signal_guard_removes_everything_on_sigterm() {
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = tokio::process::Command::new(exe)
+        .args([
+            "cleanup::guard_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(GUARD_CHILD, "1")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the child test");
+    let mut lines = lines_of(&mut child);
+    let run = read_until(&mut lines, "RUN ").await;
+    assert_eq!(count_labelled(&run).await.unwrap(), (2, 1));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the child exits")
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status}");
+    assert_eq!(count_labelled(&run).await.unwrap(), (0, 0));
+}
+
+/// `harness up` removes everything on Ctrl-C (SIGINT); the sweep removes what a SIGKILLed
+/// `harness up` left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_cleans_up_on_ctrl_c_and_the_sweep_after_sigkill() {
+    let up = |sig| async move {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(["up", "--replicas", "0", "--pgbouncer", "transaction"])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn harness up");
+        let mut lines = lines_of(&mut child);
+        let run = read_until(&mut lines, "run ").await;
+        read_until(&mut lines, "Ctrl-C").await;
+        assert_eq!(count_labelled(&run).await.unwrap(), (3, 1));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id().unwrap() as i32), sig)
+            .unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .expect("harness up exits")
+            .unwrap();
+        (run, status)
+    };
+
+    let (run, status) = up(nix::sys::signal::Signal::SIGINT).await;
+    assert!(status.success(), "{status}");
+    assert_eq!(count_labelled(&run).await.unwrap(), (0, 0), "after Ctrl-C");
+
+    let (run, _) = up(nix::sys::signal::Signal::SIGKILL).await;
+    assert_eq!(
+        count_labelled(&run).await.unwrap(),
+        (3, 1),
+        "a SIGKILLed run leaves its containers"
+    );
+    let report = sweep(SweepScope::Stale).await.expect("sweep");
+    eprintln!("sweep: {report:?}");
+    assert_eq!(count_labelled(&run).await.unwrap(), (0, 0), "swept");
+}

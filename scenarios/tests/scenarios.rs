@@ -1,0 +1,63 @@
+//! Every scenario file is a test case: it runs against real containers and replica processes,
+//! every check must hold, and its normalised timeline is an insta snapshot.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::check::Verdict;
+use harness::scenario::run::{run, RunOptions};
+use harness::scenario::Scenario;
+use rstest::rstest;
+
+/// T for the suite, and the scheduling slack on top of each bound (small against T).
+const T: Duration = Duration::from_millis(200);
+const SLACK: Duration = Duration::from_millis(50);
+const SEED: u64 = 20_261_130;
+
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario(
+    #[files("*.toml")]
+    #[exclude("Cargo\\.toml")]
+    path: PathBuf,
+) {
+    let scenario = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-runs");
+    let opts = RunOptions {
+        t: T,
+        seed: SEED,
+        out: out.clone(),
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness")),
+        images: harness::topology::Images::from_env(),
+        slack: SLACK,
+    };
+    let outcome = run(&scenario, &opts)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e:#}", scenario.name));
+    let failed: Vec<String> = outcome
+        .source
+        .checks
+        .iter()
+        .filter(|c| c.verdict != Verdict::Valid)
+        .map(|c| {
+            format!(
+                "{} [{}] {:?}: {}",
+                c.name,
+                c.clauses.join(","),
+                c.verdict,
+                c.message
+            )
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} (seed {SEED}, evidence in {}):\n{}",
+        scenario.name,
+        out.join("scenarios").join(&scenario.name).display(),
+        failed.join("\n")
+    );
+    let story = harness::snapshot::normalise(&outcome.entries, &outcome.replicas);
+    insta::with_settings!({ snapshot_suffix => scenario.name.clone(), prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!("timeline", story);
+    });
+}
