@@ -24,8 +24,9 @@ docker info >/dev/null 2>&1 || {
   exit 1
 }
 
-recipe_of() { # recipe hash of files and strings given
-  { for f in "$@"; do if [ -f "$f" ]; then sha256sum "$f"; else printf '%s\n' "$f"; fi; done; } |
+recipe_of() { # recipe hash of the contents of files and of strings given (never of paths,
+  # so every checkout of the same commit agrees)
+  { for f in "$@"; do if [ -f "$f" ]; then basename "$f"; sha256sum <"$f"; else printf '%s\n' "$f"; fi; done; } |
     sha256sum | cut -c1-16
 }
 current() { docker image inspect -f "{{ index .Config.Labels \"$label\" }}" "$1" 2>/dev/null || true; }
