@@ -87,9 +87,20 @@ async fn sigkill_of_the_leader_hands_over_within_t() {
     let mut traces = Vec::new();
     let mut releases = Vec::new();
     let mut after_release = Vec::new();
+    let mut jitters = Vec::new();
     for _ in 0..5 {
-        // Let the term settle for a moment, so the kill lands at a random phase of the checks.
-        tokio::time::sleep(T + T / 3).await;
+        // Let the term settle, then kill at a random phase of the standbys' checks (the jitter
+        // is printed with the figures).
+        let jitter = Duration::from_millis(
+            u64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos(),
+            ) % (T.as_millis() as u64),
+        );
+        jitters.push(jitter);
+        tokio::time::sleep(T + jitter).await;
         let marks: Vec<usize> = replicas.iter().map(|r| r.history_len()).collect();
         let lock_pid = lock_backend(&replicas[leader]);
         let killed_at = tokio::time::Instant::now();
@@ -136,11 +147,12 @@ async fn sigkill_of_the_leader_hands_over_within_t() {
     let ms = |v: &[Duration]| v.iter().map(Duration::as_millis).collect::<Vec<_>>();
     eprintln!(
         "SIGKILL at T = {} ms: takeover after the kill {:?} ms; lock session gone after the kill \
-         {:?} ms; takeover after the session ended {:?} ms",
+         {:?} ms; takeover after the session ended {:?} ms (kills at T + {:?} ms after a takeover)",
         T.as_millis(),
         ms(&takeovers),
         ms(&releases),
-        ms(&after_release)
+        ms(&after_release),
+        ms(&jitters)
     );
     eprintln!("the new leaders' checks around each kill: {traces:?}");
     // The socket's close released the lock, not the orphan bound (idle_session_timeout, 4·T).
