@@ -115,6 +115,11 @@ impl Probe {
     }
 }
 
+/// A panic's value as text (a `&str` or `String` payload), as the probes and logs show it.
+pub fn panic_value(payload: &(dyn std::any::Any + Send)) -> String {
+    crate::panic::message(payload)
+}
+
 /// READY-4: the probe's text for a panicked tick.
 pub fn panic_report(loop_name: &str, value: &str) -> String {
     format!("plexsphere: background loop \"{loop_name}\": tick panicked: {value}")

@@ -305,7 +305,7 @@ impl LoopContext {
             Ok(Ok(())) => (TickKind::Ok, Ok(())),
             Ok(Err(e)) => (TickKind::Failed, Err(e)),
             Err(payload) => {
-                let value = panic_value(payload.as_ref());
+                let value = elector::readiness::panic_value(payload.as_ref());
                 tracing::error!(r#loop = %name, panic = %value, "background loop boot pass panicked");
                 (TickKind::Panicked, Err(panic_report(&name, &value)))
             }
@@ -319,17 +319,6 @@ impl LoopContext {
             error: result.as_ref().err().cloned(),
         });
         probe.record_boot(result);
-    }
-}
-
-/// A panic's value as text.
-fn panic_value(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string panic payload>".to_owned()
     }
 }
 
