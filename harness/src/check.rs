@@ -293,29 +293,34 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
 /// ISL-1: the leader by gauge and the leader by pg_locks agree, except for disagreements shorter
 /// than one sampling period plus the overlap bound.
 pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
-    let mut gauge_leaders: Option<BTreeSet<String>> = None;
+    let mut gauges: Option<BTreeMap<String, Option<i64>>> = None;
     let mut lock_holder: Option<Option<String>> = None;
     let mut since: Option<f64> = None;
-    let (mut longest, mut compared) = (0.0f64, 0usize);
+    let (mut longest, mut compared, mut undecided) = (0.0f64, 0usize, 0usize);
     for e in entries {
         match &e.what {
-            What::Gauges { values } => {
-                gauge_leaders = Some(
-                    values
-                        .iter()
-                        .filter(|(_, v)| **v == Some(1))
-                        .map(|(k, _)| k.clone())
-                        .collect(),
-                );
-            }
+            What::Gauges { values } => gauges = Some(values.clone()),
             What::Locks { rows } => {
                 lock_holder = Some(rows.iter().find(|r| r.1).map(|r| r.2.clone()));
             }
             _ => continue,
         }
-        let (Some(g), Some(l)) = (&gauge_leaders, &lock_holder) else {
+        let (Some(values), Some(l)) = (&gauges, &lock_holder) else {
             continue;
         };
+        // A holder whose gauge cannot be read (frozen, killed, partitioned from the harness)
+        // neither agrees nor disagrees: the sample decides nothing.
+        if let Some(holder) = l {
+            if values.get(holder).is_some_and(Option::is_none) {
+                undecided += 1;
+                continue;
+            }
+        }
+        let g: BTreeSet<&String> = values
+            .iter()
+            .filter(|(_, v)| **v == Some(1))
+            .map(|(k, _)| k)
+            .collect();
         compared += 1;
         let agree = match l {
             Some(holder) => g.contains(holder) && g.len() == 1,
@@ -344,7 +349,8 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
         &["ISL-1"],
         verdict,
         format!(
-            "{compared} comparisons, longest disagreement {}",
+            "{compared} comparisons ({undecided} samples undecided: the holder's gauge was \
+             unreadable), longest disagreement {}",
             in_t(longest, b.t)
         ),
     )
@@ -414,11 +420,138 @@ pub fn work_only_from_leader(
         .figure("rows", rows.len().to_string())
 }
 
+/// The seven probe names of `/readyz`, as the spec's Readiness section lists them (READY-5):
+/// `access-session-sweeper` is the probe of the loop `access-session-sweep`; the other six match
+/// their loops.
+pub const SPEC_PROBES: [&str; 7] = [
+    "invitations-expire",
+    "approvals-expire",
+    "access-session-sweeper",
+    "actions-timeout",
+    "management-fleet-reconcile",
+    "provisioning-broker-reconcile",
+    "artifacts-refresh",
+];
+
+/// The loop a spec probe belongs to.
+fn probe_loop(probe: &str) -> &str {
+    if probe == "access-session-sweeper" {
+        "access-session-sweep"
+    } else {
+        probe
+    }
+}
+
+/// LOOP-6: every time a replica with an elector reports `ready`, it has run the boot pass of
+/// each of the seven probed loops since it started, leader or not (the passes are ungated).
+/// Unknown when no such replica reported ready.
+pub fn boot_passes_before_ready(entries: &[Entry]) -> Check {
+    let mut since_start: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut with_elector: BTreeSet<&str> = BTreeSet::new();
+    let (mut readies, mut bad) = (0usize, Vec::new());
+    for e in entries {
+        let What::Replica { replica, event } = &e.what else {
+            continue;
+        };
+        match event {
+            ReplicaEvent::Started { elector, .. } => {
+                since_start.insert(replica, BTreeSet::new());
+                if *elector {
+                    with_elector.insert(replica);
+                } else {
+                    with_elector.remove(replica.as_str());
+                }
+            }
+            ReplicaEvent::BootPass { loop_name, .. } => {
+                since_start.entry(replica).or_default().insert(loop_name);
+            }
+            ReplicaEvent::Ready if with_elector.contains(replica.as_str()) => {
+                readies += 1;
+                let ran = since_start
+                    .get(replica.as_str())
+                    .cloned()
+                    .unwrap_or_default();
+                let missing: Vec<&str> = SPEC_PROBES
+                    .iter()
+                    .map(|p| probe_loop(p))
+                    .filter(|l| !ran.contains(l))
+                    .collect();
+                if !missing.is_empty() {
+                    bad.push(format!(
+                        "{replica} ready at {:.0} ms without the boot passes of {missing:?}",
+                        e.t_ms
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    let verdict = match (readies, bad.is_empty()) {
+        (0, _) => Verdict::Unknown,
+        (_, true) => Verdict::Valid,
+        (_, false) => Verdict::Invalid,
+    };
+    let message = match bad.first() {
+        Some(first) => first.clone(),
+        None => format!("{readies} ready report(s), each after the seven boot passes"),
+    };
+    Check::new("boot passes before ready", &["LOOP-6"], verdict, message)
+        .figure("ready reports", readies.to_string())
+}
+
+/// READY-5: each replica's `/readyz` lists exactly the spec's seven probe names (plus the
+/// `workers` probe of LOOP-5), whenever its list was sampled. Replicas without an elector
+/// (LOOP-4) are not held to it. Unknown when no list was sampled.
+pub fn probe_names(entries: &[Entry]) -> Check {
+    let want: BTreeSet<&str> = SPEC_PROBES.iter().copied().chain(["workers"]).collect();
+    let (mut seen, mut bad) = (0usize, Vec::new());
+    let mut without_elector: BTreeSet<&str> = BTreeSet::new();
+    for e in entries {
+        let (replica, names) = match &e.what {
+            What::Replica {
+                replica,
+                event: ReplicaEvent::Started { elector, .. },
+            } => {
+                if *elector {
+                    without_elector.remove(replica.as_str());
+                } else {
+                    without_elector.insert(replica);
+                }
+                continue;
+            }
+            What::Probes { replica, names } if !without_elector.contains(replica.as_str()) => {
+                (replica, names)
+            }
+            _ => continue,
+        };
+        seen += 1;
+        let got: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        if got != want || got.len() != names.len() {
+            bad.push(format!(
+                "{replica} lists {names:?}; missing {:?}, extra {:?}",
+                want.difference(&got).collect::<Vec<_>>(),
+                got.difference(&want).collect::<Vec<_>>()
+            ));
+        }
+    }
+    let verdict = match (seen, bad.is_empty()) {
+        (0, _) => Verdict::Unknown,
+        (_, true) => Verdict::Valid,
+        (_, false) => Verdict::Invalid,
+    };
+    let message = match bad.first() {
+        Some(first) => first.clone(),
+        None => format!("{seen} probe list(s), each the spec's seven and `workers`"),
+    };
+    Check::new("probe names", &["READY-5"], verdict, message)
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ev(t_ms: f64, replica: &str, event: ReplicaEvent) -> Entry {
+    /// A replica's event at `t_ms` (shared with the snapshot tests).
+    pub(crate) fn ev(t_ms: f64, replica: &str, event: ReplicaEvent) -> Entry {
         Entry {
             t_ms,
             what: What::Replica {
@@ -538,6 +671,32 @@ mod tests {
             gauge_matches_locks(&long, &bounds()).verdict,
             Verdict::Invalid
         );
+        // A frozen holder answers no gauge for seconds: those samples decide nothing, but a
+        // readable replica that claims to lead meanwhile still disagrees.
+        let frozen = |t_ms: f64, b: i64| Entry {
+            t_ms,
+            what: What::Gauges {
+                values: [("a".to_owned(), None), ("b".to_owned(), Some(b))].into(),
+            },
+        };
+        let tl = vec![
+            frozen(0.0, 0),
+            locks(1.0, Some("a")),
+            frozen(900.0, 0),
+            locks(901.0, Some("a")),
+        ];
+        let c = gauge_matches_locks(&tl, &bounds());
+        assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
+        let tl = vec![
+            frozen(0.0, 1),
+            locks(1.0, None),
+            frozen(900.0, 1),
+            locks(901.0, None),
+        ];
+        assert_eq!(
+            gauge_matches_locks(&tl, &bounds()).verdict,
+            Verdict::Invalid
+        );
     }
 
     #[test]
@@ -587,5 +746,70 @@ mod tests {
         let c = overlap_bound(&tl, 3000.0, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
         assert_eq!(c.figures["max overlap"], "0.05T");
+    }
+
+    fn started(elector: bool) -> ReplicaEvent {
+        ReplicaEvent::Started {
+            pid: 1,
+            http: "127.0.0.1:1".into(),
+            check_interval_ms: 200,
+            elector,
+        }
+    }
+
+    fn boot(loop_name: &str) -> ReplicaEvent {
+        ReplicaEvent::BootPass {
+            loop_name: loop_name.into(),
+            outcome: crate::event::TickKind::Ok,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn ready_needs_every_boot_pass_since_the_last_start() {
+        let mut entries = vec![ev(0.0, "a", started(true))];
+        for p in SPEC_PROBES {
+            entries.push(ev(1.0, "a", boot(probe_loop(p))));
+        }
+        entries.push(ev(2.0, "a", ReplicaEvent::Ready));
+        // A replica without an elector runs no boot pass and is not held to it (LOOP-4).
+        entries.push(ev(2.0, "b", started(false)));
+        entries.push(ev(3.0, "b", ReplicaEvent::Ready));
+        assert_eq!(boot_passes_before_ready(&entries).verdict, Verdict::Valid);
+        // After a restart the passes must run again before the next ready.
+        entries.push(ev(4.0, "a", started(true)));
+        entries.push(ev(5.0, "a", boot("invitations-expire")));
+        entries.push(ev(6.0, "a", ReplicaEvent::Ready));
+        let c = boot_passes_before_ready(&entries);
+        assert_eq!(c.verdict, Verdict::Invalid, "{}", c.message);
+        assert!(c.message.contains("access-session-sweep"), "{}", c.message);
+        assert_eq!(boot_passes_before_ready(&[]).verdict, Verdict::Unknown);
+    }
+
+    #[test]
+    fn probe_list_must_be_the_spec_seven_and_workers() {
+        let list = |names: Vec<&str>| Entry {
+            t_ms: 1.0,
+            what: What::Probes {
+                replica: "a".into(),
+                names: names.into_iter().map(String::from).collect(),
+            },
+        };
+        let mut good: Vec<&str> = SPEC_PROBES.to_vec();
+        good.push("workers");
+        assert_eq!(probe_names(&[list(good.clone())]).verdict, Verdict::Valid);
+        let mut wrong = good.clone();
+        wrong[2] = "access-session-sweep";
+        let c = probe_names(&[list(wrong)]);
+        assert_eq!(c.verdict, Verdict::Invalid);
+        assert!(
+            c.message.contains("access-session-sweeper"),
+            "{}",
+            c.message
+        );
+        let mut twice = good;
+        twice.push("workers");
+        assert_eq!(probe_names(&[list(twice)]).verdict, Verdict::Invalid);
+        assert_eq!(probe_names(&[]).verdict, Verdict::Unknown);
     }
 }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::replica::api::ReadyReport;
 use crate::timeline::{Timeline, What};
 use crate::topology::Observer;
 
@@ -143,7 +144,7 @@ impl Samplers {
         for r in targets.clone() {
             let (tok, c, last) = (token.clone(), client.clone(), last.clone());
             tasks.spawn(async move {
-                let mut tick = tokio::time::interval(every);
+                let mut tick = sampling_interval(every);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                 while !tok.is_cancelled() {
                     tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
@@ -156,7 +157,7 @@ impl Samplers {
         }
         let (tl, tok, t, txg) = (timeline.clone(), token.clone(), targets.clone(), tx.clone());
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut tick = sampling_interval(every);
             while !tok.is_cancelled() {
                 tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
                 let now = tokio::time::Instant::now();
@@ -182,7 +183,7 @@ impl Samplers {
 
         let (tl, tok, txl) = (timeline.clone(), token.clone(), tx.clone());
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(every);
+            let mut tick = sampling_interval(every);
             while !tok.is_cancelled() {
                 tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
                 // While the server restarts the query fails: no sample, not a false "no leader".
@@ -205,29 +206,45 @@ impl Samplers {
 
         let (tl, tok, t, c, txr) = (timeline.clone(), token.clone(), targets, client, tx);
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(ready_every);
+            let mut tick = sampling_interval(ready_every);
+            let mut names_seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
             while !tok.is_cancelled() {
                 tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
-                let status: BTreeMap<String, Option<u16>> = join_all(t.iter().map(|r| {
+                let answers = join_all(t.iter().map(|r| {
                     let c = c.clone();
-                    async move {
-                        let s = c
-                            .get(format!("{}/readyz", r.base_url))
-                            .send()
-                            .await
-                            .ok()
-                            .map(|r| r.status().as_u16());
-                        (r.name.clone(), s)
-                    }
+                    async move { (r.name.clone(), readyz(&c, &r.base_url).await) }
                 }))
-                .await
-                .into_iter()
-                .collect();
+                .await;
+                let mut status = BTreeMap::new();
+                let mut failing = BTreeMap::new();
+                for (name, answer) in answers {
+                    status.insert(name.clone(), answer.as_ref().map(|a| a.0));
+                    let Some((_, Some(report))) = answer else {
+                        continue;
+                    };
+                    let names: Vec<String> = report.checks.iter().map(|c| c.name.clone()).collect();
+                    if names_seen.get(&name) != Some(&names) {
+                        names_seen.insert(name.clone(), names.clone());
+                        tl.record(What::Probes {
+                            replica: name.clone(),
+                            names,
+                        });
+                    }
+                    let bad: Vec<String> = report
+                        .checks
+                        .iter()
+                        .filter(|c| !c.ok)
+                        .map(|c| format!("{}: {}", c.name, c.error.as_deref().unwrap_or("")))
+                        .collect();
+                    if !bad.is_empty() {
+                        failing.insert(name, bad);
+                    }
+                }
                 txr.send_modify(|l| {
                     l.ready = status.clone();
                     l.ready_at = Some(tokio::time::Instant::now());
                 });
-                tl.record(What::Readiness { status });
+                tl.record(What::Readiness { status, failing });
             }
         });
         Samplers {
@@ -266,4 +283,21 @@ impl Samplers {
         self.token.cancel();
         while self.tasks.join_next().await.is_some() {}
     }
+}
+
+/// One `/readyz` answer: its status and, when the body parses, the report (`None` when the
+/// replica does not answer).
+async fn readyz(client: &reqwest::Client, base_url: &str) -> Option<(u16, Option<ReadyReport>)> {
+    let resp = client.get(format!("{base_url}/readyz")).send().await.ok()?;
+    let status = resp.status().as_u16();
+    let report = resp.json::<ReadyReport>().await.ok();
+    Some((status, report))
+}
+
+/// A sampler's ticker: after a stall (a query that waited out a server restart), it skips the
+/// missed ticks instead of firing them back to back.
+fn sampling_interval(every: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick
 }

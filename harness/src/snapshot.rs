@@ -1,12 +1,31 @@
 //! The normalised timeline of a scenario, for snapshot tests: no absolute times, ports, pids or
-//! container ids; replicas named by role (`L1`, `L2`, … in the order they first led, `S` for
-//! those that never led); only the transitions a scenario makes deterministic (terms, faults,
-//! steps), grouped by the step they fall in, each replica's own order kept.
+//! container ids; only the transitions a scenario makes deterministic (terms, faults, steps),
+//! grouped by the step they fall in, each term's own order kept. A step that acts at once (a
+//! fault, heal, control or sql step) shares its group with the step after it, so an effect that
+//! comes a few milliseconds sooner or later than the next step's start reads the same.
+//!
+//! Replicas are not named: each term is, in the order terms begin (`L1` for the first
+//! acquisition, `L2` for the next, …), and a replica's later events and faults carry the label
+//! of its latest term (`S` if it never led). So "the leader demotes and some standby leads" reads
+//! the same whichever standby won the race, while "the thawed leader demotes" still names the
+//! first term. Events before the first step fall into it.
 
 use std::collections::BTreeMap;
 
 use crate::event::ReplicaEvent;
 use crate::timeline::{Entry, What};
+
+/// How much of the story a scenario's snapshot keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Story {
+    /// Steps, faults and every term's transitions.
+    #[default]
+    Full,
+    /// Steps and faults only: for scenarios that let leadership move by design (a flapping
+    /// network), whose invariants are checked but whose terms are not deterministic.
+    Faults,
+}
 
 /// Collapses an error text to its category, so the snapshot does not carry driver wording.
 fn category(error: &str) -> &'static str {
@@ -21,51 +40,46 @@ fn category(error: &str) -> &'static str {
     }
 }
 
-/// The roles of the replicas: `L1`, `L2`, … by first acquisition, `S` for the others.
-pub fn roles(entries: &[Entry], replicas: &[String]) -> BTreeMap<String, String> {
-    let mut roles = BTreeMap::new();
-    let mut n = 0;
-    for e in entries {
-        if let What::Replica {
-            replica,
-            event: ReplicaEvent::Acquired { .. },
-        } = &e.what
-        {
-            if !roles.contains_key(replica) {
-                n += 1;
-                roles.insert(replica.clone(), format!("L{n}"));
-            }
-        }
-    }
-    for r in replicas {
-        roles.entry(r.clone()).or_insert_with(|| "S".to_owned());
-    }
-    roles
-}
-
-/// The normalised story of a run, one line per transition.
-pub fn normalise(entries: &[Entry], replicas: &[String]) -> String {
-    let roles = roles(entries, replicas);
-    let role = |r: &str| roles.get(r).cloned().unwrap_or_else(|| "?".into());
+/// The normalised story of a run, one line per step and per term with transitions in it.
+pub fn normalise(entries: &[Entry], story: Story) -> String {
+    let mut label_of: BTreeMap<&str, String> = BTreeMap::new();
+    let mut terms = 0;
     let mut out = String::new();
-    let mut segment: Vec<(String, Vec<String>)> = Vec::new();
-    let flush = |out: &mut String, segment: &mut Vec<(String, Vec<String>)>| {
-        // Each role's own order is kept; roles are listed in name order.
-        let mut by_role: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (r, lines) in segment.drain(..) {
-            by_role.entry(r).or_default().extend(lines);
+    let mut segment: Vec<(String, String)> = Vec::new();
+    let mut pending_label: Option<&str> = None;
+    let flush = |out: &mut String, segment: &mut Vec<(String, String)>| {
+        // Each term's own order is kept; labels are listed in name order.
+        let mut by_label: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (label, line) in segment.drain(..) {
+            by_label.entry(label).or_default().push(line);
         }
-        for (r, lines) in by_role {
-            let mut lines = lines;
+        for (label, mut lines) in by_label {
             lines.dedup();
-            out.push_str(&format!("  {r}: {}\n", lines.join(", ")));
+            out.push_str(&format!("  {label}: {}\n", lines.join(", ")));
         }
     };
+    let mut started = false;
+    // Whether the previous step acted at once, so this one continues its group.
+    let mut joined = false;
     for e in entries {
         match &e.what {
-            What::Step { label } => {
-                flush(&mut out, &mut segment);
+            What::Step { label, acts } => {
+                if !started {
+                    // Events before the first step belong to it: hold its label back until
+                    // the next step (or the end) flushes them under it.
+                    pending_label = Some(label);
+                    started = true;
+                    joined = *acts;
+                    continue;
+                }
+                if let Some(first) = pending_label.take() {
+                    out.push_str(&format!("{first}\n"));
+                }
+                if !joined {
+                    flush(&mut out, &mut segment);
+                }
                 out.push_str(&format!("{label}\n"));
+                joined = *acts;
             }
             What::Fault {
                 verb,
@@ -74,17 +88,23 @@ pub fn normalise(entries: &[Entry], replicas: &[String]) -> String {
             } => {
                 let t = if target == "postgres" {
                     target.clone()
+                } else if story == Story::Faults {
+                    "a replica".into()
                 } else {
-                    role(target)
+                    label_of.get(target.as_str()).cloned().unwrap_or("S".into())
                 };
                 segment.push((
                     "fault".into(),
-                    vec![format!("{}{verb} {t}", if *lifted { "lift " } else { "" })],
+                    format!("{}{verb} {t}", if *lifted { "lift " } else { "" }),
                 ));
             }
-            What::Replica { replica, event } => {
+            What::Replica { replica, event } if story == Story::Full => {
                 let line = match event {
-                    ReplicaEvent::Acquired { .. } => "acquired".to_owned(),
+                    ReplicaEvent::Acquired { .. } => {
+                        terms += 1;
+                        label_of.insert(replica, format!("L{terms}"));
+                        "acquired".to_owned()
+                    }
                     ReplicaEvent::Demoted { error, .. } => format!("demoted ({})", category(error)),
                     ReplicaEvent::Released { .. } => "released".to_owned(),
                     ReplicaEvent::Abandoned { .. } => "abandoned".to_owned(),
@@ -93,11 +113,88 @@ pub fn normalise(entries: &[Entry], replicas: &[String]) -> String {
                     }
                     _ => continue,
                 };
-                segment.push((role(replica), vec![line]));
+                let label = label_of
+                    .get(replica.as_str())
+                    .cloned()
+                    .unwrap_or("S".into());
+                segment.push((label, line));
             }
             _ => {}
         }
     }
+    if let Some(first) = pending_label {
+        out.push_str(&format!("{first}\n"));
+    }
     flush(&mut out, &mut segment);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::tests::ev;
+
+    fn step(t_ms: f64, label: &str) -> Entry {
+        Entry {
+            t_ms,
+            what: What::Step {
+                label: label.into(),
+                acts: label.contains("restart"),
+            },
+        }
+    }
+
+    fn story(winner: &str) -> Vec<Entry> {
+        let acquired = |term| ReplicaEvent::Acquired {
+            term,
+            backend_pid: 7,
+        };
+        vec![
+            ev(0.0, "a", acquired(1)),
+            step(1.0, "1: wait for leader"),
+            step(2.0, "2: restart-server"),
+            ev(
+                3.0,
+                "a",
+                ReplicaEvent::Demoted {
+                    term: 1,
+                    error: "connection closed".into(),
+                },
+            ),
+            ev(4.0, winner, acquired(if winner == "a" { 2 } else { 1 })),
+            Entry {
+                t_ms: 5.0,
+                what: What::Fault {
+                    verb: "freeze".into(),
+                    target: winner.into(),
+                    lifted: false,
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn terms_are_labelled_by_order_not_by_replica() {
+        let want = "1: wait for leader\n  L1: acquired\n2: restart-server\n  \
+                    L1: demoted (connection error)\n  L2: acquired\n  fault: freeze L2\n";
+        // Whichever replica wins the race after the restart, the story is the same.
+        assert_eq!(normalise(&story("a"), Story::Full), want);
+        assert_eq!(normalise(&story("b"), Story::Full), want);
+        // An acting step shares its group with the next: the demotion reads the same whether
+        // it came before or after the next step began.
+        for at in [3.5, 2.5] {
+            let mut entries = story("b");
+            entries.push(step(at, "3: wait for leader"));
+            entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+            assert_eq!(
+                normalise(&entries, Story::Full),
+                "1: wait for leader\n  L1: acquired\n2: restart-server\n3: wait for leader\n  \
+                 L1: demoted (connection error)\n  L2: acquired\n  fault: freeze L2\n"
+            );
+        }
+        assert_eq!(
+            normalise(&story("b"), Story::Faults),
+            "1: wait for leader\n2: restart-server\n  fault: freeze a replica\n"
+        );
+    }
 }

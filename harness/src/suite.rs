@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// Scheduling noise allowed on top of each bound (small against T).
     #[arg(long, default_value = "50ms", value_parser = parse_abs)]
     pub slack: Duration,
+    /// Runs every scenario this many times: a clause passes only if every run holds, and each
+    /// figure is reported as the median and max over the runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeat: u16,
     /// Images (default: `ELECTOR_*_IMAGE`, else upstream).
     #[command(flatten)]
     pub images: crate::topology::images::ImageArgs,
@@ -132,7 +136,7 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
             } else {
                 Verdict::Valid
             },
-            figures: Default::default(),
+            figures: [("test".to_owned(), fn_name.to_owned())].into(),
             message: if failed {
                 "failed (see the nextest output)".into()
             } else {
@@ -215,15 +219,22 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         binary,
         images,
         slack: args.slack,
+        repeat: 1,
     };
+    let repeat = usize::from(args.repeat);
     eprintln!(
-        "harness run: {} scenario(s), T = {:?}, seed {seed}, output in {}",
+        "harness run: {} scenario(s){}, T = {:?}, seed {seed}, output in {}",
         scenarios.len(),
+        if repeat > 1 {
+            format!(" x {repeat}")
+        } else {
+            String::new()
+        },
         args.t,
         args.out.display()
     );
     let began = Instant::now();
-    let bar = indicatif::ProgressBar::new(scenarios.len() as u64);
+    let bar = indicatif::ProgressBar::new((scenarios.len() * repeat) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .expect("template")
@@ -234,22 +245,21 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         sources.push(elector_tests(junit)?);
     }
     for s in &scenarios {
-        bar.set_message(s.name.clone());
-        let source = match run::run(s, &opts).await {
-            Ok(outcome) => outcome.source,
-            Err(e) => Source {
-                name: s.name.clone(),
-                seconds: 0.0,
-                checks: vec![Check {
-                    name: "scenario ran".into(),
-                    clauses: s.raw.clauses.iter().map(|c| c.get_ref().clone()).collect(),
-                    verdict: Verdict::Invalid,
-                    figures: Default::default(),
-                    message: format!("{e:#}"),
-                }],
-                evidence: None,
-            },
-        };
+        let mut runs = Vec::with_capacity(repeat);
+        for i in 1..=repeat {
+            bar.set_message(if repeat > 1 {
+                format!("{} ({i}/{repeat})", s.name)
+            } else {
+                s.name.clone()
+            });
+            let opts = RunOptions {
+                repeat: i,
+                ..opts.clone()
+            };
+            runs.push(run_one(s, &opts).await);
+            bar.inc(1);
+        }
+        let source = merge_repeats(runs);
         bar.println(format!(
             "{:<40} {} ({:.1} s)",
             source.name,
@@ -257,7 +267,6 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             source.seconds
         ));
         sources.push(source);
-        bar.inc(1);
     }
     bar.finish_and_clear();
     let report = Report::new(
@@ -277,6 +286,129 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Runs one scenario once; a run that could not complete is a failed check of its clauses.
+async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
+    match run::run(s, opts).await {
+        Ok(outcome) => outcome.source,
+        Err(e) => Source {
+            name: s.name.clone(),
+            seconds: 0.0,
+            checks: vec![Check {
+                name: "scenario ran".into(),
+                clauses: s.raw.clauses.iter().map(|c| c.get_ref().clone()).collect(),
+                verdict: Verdict::Invalid,
+                figures: Default::default(),
+                message: format!("{e:#}"),
+            }],
+            evidence: Some(opts.evidence_dir(&s.name)),
+        },
+    }
+}
+
+/// Folds the repeated runs of one scenario into one source: a check holds only if it held in
+/// every run (the first failing run's message is kept, with its run number), and each figure
+/// becomes `median …, max … (of N)` over the runs.
+pub fn merge_repeats(mut runs: Vec<Source>) -> Source {
+    if runs.len() <= 1 {
+        return runs.pop().expect("at least one run");
+    }
+    let n = runs.len();
+    let mut merged = runs[0].clone();
+    merged.seconds = runs.iter().map(|r| r.seconds).sum();
+    let mut names: Vec<String> = Vec::new();
+    for r in &runs {
+        for c in &r.checks {
+            if !names.contains(&c.name) {
+                names.push(c.name.clone());
+            }
+        }
+    }
+    merged.checks = names
+        .iter()
+        .map(|name| {
+            let all: Vec<(usize, &Check)> = runs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.checks.iter().find(|c| &c.name == name).map(|c| (i, c)))
+                .collect();
+            let mut check = all[0].1.clone();
+            let failed = all.iter().find(|(_, c)| c.verdict == Verdict::Invalid);
+            let unknown = all.iter().find(|(_, c)| c.verdict == Verdict::Unknown);
+            if let Some((i, c)) = failed.or(unknown) {
+                check.verdict = c.verdict;
+                check.message = format!("run {} of {n}: {}", i + 1, c.message);
+            } else if all.len() < n {
+                check.verdict = Verdict::Invalid;
+                check.message = format!("missing from {} of {n} runs", n - all.len());
+            } else {
+                check.message = format!("held in all {n} runs; first: {}", check.message);
+            }
+            check.figures = check
+                .figures
+                .keys()
+                .map(|k| {
+                    let values: Vec<&str> = all
+                        .iter()
+                        .filter_map(|(_, c)| c.figures.get(k).map(String::as_str))
+                        .collect();
+                    (k.clone(), summarise(&values))
+                })
+                .collect();
+            check
+        })
+        .collect();
+    merged
+}
+
+/// `median 1.04T, max 1.10T (of 5)` for figures that are numbers (with or without a `T`
+/// suffix); the values joined by `/` otherwise.
+fn summarise(values: &[&str]) -> String {
+    let unit = if values.iter().all(|v| v.ends_with('T')) {
+        "T"
+    } else {
+        ""
+    };
+    let mut nums: Vec<f64> = values
+        .iter()
+        .filter_map(|v| v.trim_end_matches('T').parse::<f64>().ok())
+        .collect();
+    if nums.len() != values.len() || nums.is_empty() {
+        return values.join(" / ");
+    }
+    nums.sort_by(f64::total_cmp);
+    let median = if nums.len() % 2 == 1 {
+        nums[nums.len() / 2]
+    } else {
+        (nums[nums.len() / 2 - 1] + nums[nums.len() / 2]) / 2.0
+    };
+    let max = nums[nums.len() - 1];
+    let fmt = |v: f64| {
+        if unit == "T" {
+            format!("{v:.2}T")
+        } else if v.fract() == 0.0 {
+            format!("{v}")
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    format!(
+        "median {}, max {} (of {})",
+        fmt(median),
+        fmt(max),
+        nums.len()
+    )
+}
+
+/// The first two deciders and how many more (the full list is in the report).
+fn decided_by(names: &str) -> String {
+    let all: Vec<&str> = names.split(", ").filter(|n| !n.is_empty()).collect();
+    if all.len() <= 2 {
+        all.join(", ")
+    } else {
+        format!("{}, {} +{} more", all[0], all[1], all.len() - 2)
+    }
+}
+
 fn print_summary(report: &Report) {
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
@@ -294,7 +426,7 @@ fn print_summary(report: &Report) {
                 ClauseVerdict::Fail => "FAIL".into(),
                 ClauseVerdict::NotRun => "not-run".into(),
             },
-            c.scenario.clone().unwrap_or_default(),
+            decided_by(c.scenario.as_deref().unwrap_or_default()),
             figures,
         ]);
     }
@@ -321,5 +453,44 @@ mod tests {
         );
         assert_eq!(get("panicking_worker_exhausts_its_budget"), vec!["LOOP-5"]);
         assert!(map.len() >= 25, "{map:?}");
+    }
+
+    fn source(figure: &str, verdict: Verdict) -> Source {
+        Source {
+            name: "s".into(),
+            seconds: 1.0,
+            checks: vec![Check {
+                name: "demoted".into(),
+                clauses: vec!["DEM-2".into()],
+                verdict,
+                figures: [("demoted after".to_owned(), figure.to_owned())].into(),
+                message: "ok".into(),
+            }],
+            evidence: None,
+        }
+    }
+
+    #[test]
+    fn repeats_give_median_and_max_and_any_failure_fails() {
+        let merged = merge_repeats(vec![
+            source("1.10T", Verdict::Valid),
+            source("0.90T", Verdict::Valid),
+            source("1.04T", Verdict::Valid),
+        ]);
+        assert_eq!(merged.seconds, 3.0);
+        let c = &merged.checks[0];
+        assert_eq!(c.verdict, Verdict::Valid);
+        assert_eq!(c.figures["demoted after"], "median 1.04T, max 1.10T (of 3)");
+        let merged = merge_repeats(vec![
+            source("1.00T", Verdict::Valid),
+            source("2.50T", Verdict::Invalid),
+        ]);
+        assert_eq!(merged.checks[0].verdict, Verdict::Invalid);
+        assert!(merged.checks[0].message.starts_with("run 2 of 2"));
+        assert_eq!(
+            summarise(&["3", "1", "2", "10"]),
+            "median 2.50, max 10 (of 4)"
+        );
+        assert_eq!(summarise(&["a", "b"]), "a / b");
     }
 }

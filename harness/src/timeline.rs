@@ -57,11 +57,26 @@ pub enum What {
     Readiness {
         /// Replica → HTTP status.
         status: BTreeMap<String, Option<u16>>,
+        /// Replica → the checks that do not pass, each as `name: error` (READY-2, READY-4).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        failing: BTreeMap<String, Vec<String>>,
+    },
+    /// The names of a replica's `/readyz` checks, recorded when first seen and whenever they
+    /// change (READY-5).
+    Probes {
+        /// The replica.
+        replica: String,
+        /// Its check names, in registration order.
+        names: Vec<String>,
     },
     /// A scenario step began (for the reader of the timeline).
     Step {
         /// The step, as written in the scenario.
         label: String,
+        /// Whether the step acts at once (a fault, heal, control or sql step) rather than
+        /// waiting or sleeping.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        acts: bool,
     },
 }
 
@@ -151,11 +166,17 @@ mod tests {
         let t0 = tl.start();
         tl.record_at(
             t0 + Duration::from_millis(20),
-            What::Step { label: "b".into() },
+            What::Step {
+                label: "b".into(),
+                acts: false,
+            },
         );
         tl.record_at(
             t0 + Duration::from_millis(10),
-            What::Step { label: "a".into() },
+            What::Step {
+                label: "a".into(),
+                acts: false,
+            },
         );
         tl.record_at(
             t0 + Duration::from_millis(30),

@@ -30,6 +30,7 @@ async fn scenario(
         binary: PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness")),
         images: harness::topology::Images::from_env(),
         slack: SLACK,
+        repeat: 1,
     };
     let outcome = run(&scenario, &opts)
         .await
@@ -56,7 +57,7 @@ async fn scenario(
         out.join("scenarios").join(&scenario.name).display(),
         failed.join("\n")
     );
-    let story = harness::snapshot::normalise(&outcome.entries, &outcome.replicas);
+    let story = harness::snapshot::normalise(&outcome.entries, scenario.raw.story);
     insta::with_settings!({ snapshot_suffix => scenario.name.clone(), prepend_module_to_snapshot => false }, {
         insta::assert_snapshot!("timeline", story);
     });

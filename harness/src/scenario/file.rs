@@ -136,7 +136,8 @@ fn direct() -> DbPath {
 pub struct RawStep {
     /// Sleep this long.
     pub sleep: Option<Spanned<String>>,
-    /// Wait until a condition holds: `leader`, `no-leader`, `ready`, `all-ready`.
+    /// Wait until a condition holds: `leader`, `new-leader` (one that did not hold the lock
+    /// when the step began), `no-leader`, `ready`, `all-ready`.
     pub wait_for: Option<Spanned<String>>,
     /// Apply a fault verb.
     pub fault: Option<Spanned<String>>,
@@ -144,6 +145,12 @@ pub struct RawStep {
     pub heal: Option<Spanned<String>>,
     /// Send a control command to a replica (`{"loop": .., "mode": ..}` as a table).
     pub control: Option<toml::Table>,
+    /// Run this SQL in a transaction on a connection of its own, straight to the server; it
+    /// must complete within T (a statement that blocks fails the step). The transaction stays
+    /// open for `hold`, then commits, while the next steps run (e.g. LOCK-2's bigint lock).
+    pub sql: Option<Spanned<String>>,
+    /// `sql`: how long the transaction stays open (default: commit at once).
+    pub hold: Option<Spanned<String>>,
     /// The replica or role a fault or control targets: `leader`, `standby`, a replica name,
     /// or a name given by an earlier `as`.
     pub target: Option<Spanned<String>>,
@@ -186,6 +193,13 @@ pub struct RawExpect {
     pub work_rows: Option<usize>,
     /// A replica's `/readyz` must answer this status at some sample after `after`.
     pub readyz: Option<u16>,
+    /// A replica's `/readyz` must report a failing check whose `name: error` contains this
+    /// text, at some sample after `after` (e.g. the panic text of READY-4).
+    pub readyz_says: Option<Spanned<String>>,
+    /// Texts that must all appear on one line of the replica's log (e.g. the ERROR line of a
+    /// panicked tick with its `loop`, `panic` and `stack` fields).
+    #[serde(default)]
+    pub log: Vec<Spanned<String>>,
 }
 
 /// The whole file, as written.
@@ -205,6 +219,10 @@ pub struct RawScenario {
     /// (PgBouncer transaction mode) turns them off and expects the violation instead.
     #[serde(default = "yes")]
     pub invariants: bool,
+    /// What the snapshot of the normalised timeline keeps: `full` (default) or `faults` (for
+    /// a scenario that lets leadership move by design; see [`crate::snapshot::Story`]).
+    #[serde(default)]
+    pub story: crate::snapshot::Story,
     /// The replicas by name.
     pub replicas: BTreeMap<String, ReplicaDecl>,
     /// The steps, in order.
@@ -326,29 +344,50 @@ impl Scenario {
                 step.fault.is_some(),
                 step.heal.is_some(),
                 step.control.is_some(),
+                step.sql.is_some(),
             ];
-            let first = [&step.sleep, &step.wait_for, &step.fault, &step.heal]
-                .into_iter()
-                .flatten()
-                .map(|s| s.span())
-                .next()
-                .or_else(|| step.target.as_ref().map(|t| t.span()))
-                .unwrap_or(0..0);
+            let first = [
+                &step.sleep,
+                &step.wait_for,
+                &step.fault,
+                &step.heal,
+                &step.sql,
+            ]
+            .into_iter()
+            .flatten()
+            .map(|s| s.span())
+            .next()
+            .or_else(|| step.target.as_ref().map(|t| t.span()))
+            .unwrap_or(0..0);
             if actions.iter().filter(|a| **a).count() != 1 {
                 return Err(err(
                     &first,
-                    "a step takes exactly one of sleep, wait_for, fault, heal, control".into(),
+                    "a step takes exactly one of sleep, wait_for, fault, heal, control, sql".into(),
                 ));
             }
-            for v in [&step.sleep, &step.within, &step.latency, &step.jitter] {
+            if step.hold.is_some() && step.sql.is_none() {
+                return Err(err(
+                    &step.hold.as_ref().map_or(first.clone(), |h| h.span()),
+                    "`hold` belongs to an `sql` step".into(),
+                ));
+            }
+            for v in [
+                &step.sleep,
+                &step.within,
+                &step.latency,
+                &step.jitter,
+                &step.hold,
+            ] {
                 span_ok(v)?;
             }
             if let Some(w) = &step.wait_for {
-                if !["leader", "no-leader", "ready", "all-ready"].contains(&w.get_ref().as_str()) {
+                if !["leader", "new-leader", "no-leader", "ready", "all-ready"]
+                    .contains(&w.get_ref().as_str())
+                {
                     return Err(err(
                         &w.span(),
                         format!(
-                            "unknown wait_for {:?}: expected leader, no-leader, ready or all-ready",
+                            "unknown wait_for {:?}: expected leader, new-leader, no-leader, ready or all-ready",
                             w.get_ref()
                         ),
                     ));
@@ -449,10 +488,23 @@ impl Scenario {
                 ex.lock_rows_at_most.is_some(),
                 ex.work_rows.is_some(),
                 ex.readyz.is_some(),
+                ex.readyz_says.is_some(),
+                !ex.log.is_empty(),
             ];
             if kinds.iter().filter(|k| **k).count() != 1 {
                 return Err(err(&ex.clause.span(),
-                    "an expectation takes exactly one of event, gauge_sum_reaches, lock_rows_at_most, work_rows, readyz".into()));
+                    "an expectation takes exactly one of event, gauge_sum_reaches, lock_rows_at_most, work_rows, readyz, readyz_says, log".into()));
+            }
+            if !ex.log.is_empty()
+                && ex
+                    .replica
+                    .as_ref()
+                    .is_none_or(|r| ["any", "other"].contains(&r.get_ref().as_str()))
+            {
+                return Err(err(
+                    &ex.clause.span(),
+                    "a `log` expectation names one replica (its name or an `as` name)".into(),
+                ));
             }
         }
         let name = path
@@ -566,5 +618,35 @@ clause = "DEM-2"
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn every_shipped_scenario_validates() {
+        let dir = crate::scenario::run::default_dir();
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") && !path.ends_with("Cargo.toml") {
+                Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 15, "only {n} scenario files in {}", dir.display());
+    }
+
+    #[test]
+    fn new_keys_are_checked() {
+        let hold_alone = GOOD.replace("as = \"cut\"", "as = \"cut\"\nhold = \"2T\"");
+        let e = parse(&hold_alone).unwrap_err();
+        assert!(e.message.contains("`hold` belongs to an `sql` step"), "{e}");
+        let log_any = format!("{GOOD}\n[[expect]]\nclause = \"READY-4\"\nlog = [\"x\"]\n");
+        let e = parse(&log_any).unwrap_err();
+        assert!(e.message.contains("names one replica"), "{e}");
+        let two = GOOD.replace(
+            "within = \"2T\"\nclause",
+            "within = \"2T\"\nreadyz_says = \"x\"\nclause",
+        );
+        let e = parse(&two).unwrap_err();
+        assert!(e.message.contains("exactly one of"), "{e}");
     }
 }

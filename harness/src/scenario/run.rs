@@ -35,6 +35,20 @@ pub struct RunOptions {
     pub images: Images,
     /// Scheduling noise allowed on top of a bound: small against T.
     pub slack: Duration,
+    /// Which repetition this is (1 for the first): later ones keep their evidence in
+    /// `<out>/scenarios/<name>.<repeat>/` so no run overwrites another's.
+    pub repeat: usize,
+}
+
+impl RunOptions {
+    /// The evidence folder of `scenario`'s run, relative to `out`.
+    pub fn evidence_dir(&self, scenario: &str) -> String {
+        if self.repeat > 1 {
+            format!("scenarios/{scenario}.{}", self.repeat)
+        } else {
+            format!("scenarios/{scenario}")
+        }
+    }
 }
 
 /// What a scenario run produced.
@@ -54,6 +68,9 @@ struct Named {
     verb: String,
     target: String,
     at_ms: f64,
+    /// When the step began (a fault's call can take a while, e.g. a server restart, and its
+    /// effects can show before it returns).
+    began_ms: f64,
 }
 
 fn path_of(p: DbPath) -> Option<ReplicaPath> {
@@ -91,7 +108,8 @@ pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outco
         .as_ref()
         .map_or(Ok(t), |s| Span::parse(s.get_ref()).map(|s| s.at(t)))
         .map_err(|e| anyhow!(e))?;
-    let evidence = opts.out.join("scenarios").join(&scenario.name);
+    let evidence_rel = opts.evidence_dir(&scenario.name);
+    let evidence = opts.out.join(&evidence_rel);
     std::fs::create_dir_all(&evidence)
         .with_context(|| format!("creating {}", evidence.display()))?;
     let began = Instant::now();
@@ -164,6 +182,7 @@ pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outco
         let label = describe(step);
         timeline.record(What::Step {
             label: format!("{}: {label}", i + 1),
+            acts: step.sleep.is_none() && step.wait_for.is_none(),
         });
         if let Err(e) = do_step(
             step,
@@ -264,8 +283,18 @@ pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outco
             ));
         }
     }
+    // Boot and readiness shape hold in every scenario whose replicas run an elector; they are
+    // unknown (not counted) where none does.
+    checks.extend(
+        [
+            check::boot_passes_before_ready(&entries),
+            check::probe_names(&entries),
+        ]
+        .into_iter()
+        .filter(|c| c.verdict != Verdict::Unknown),
+    );
     for ex in &raw.expect {
-        checks.push(expectation(ex, &entries, &rows, &named, &bounds));
+        checks.push(expectation(ex, &entries, &rows, &named, &bounds, &evidence));
     }
 
     timeline.write_jsonl(&evidence.join("timeline.jsonl"))?;
@@ -285,7 +314,7 @@ pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outco
         name: scenario.name.clone(),
         seconds: began.elapsed().as_secs_f64(),
         checks,
-        evidence: Some(format!("scenarios/{}", scenario.name)),
+        evidence: Some(evidence_rel),
     };
     Ok(Outcome {
         source,
@@ -302,10 +331,23 @@ fn describe(step: &RawStep) -> String {
         format!("wait for {v}")
     } else if let Some(v) = s(&step.fault) {
         format!("{v} {}", s(&step.target).unwrap_or_default())
+            .trim_end()
+            .to_owned()
     } else if let Some(v) = s(&step.heal) {
         format!("heal {v}")
     } else if let Some(c) = &step.control {
-        format!("control {} {c}", s(&step.target).unwrap_or_default())
+        format!(
+            "control {} {}",
+            s(&step.target).unwrap_or_default(),
+            serde_json::to_string(c).unwrap_or_default()
+        )
+    } else if let Some(v) = s(&step.sql) {
+        let mut lines = v.lines().map(str::trim).filter(|l| !l.is_empty());
+        let first = lines.next().unwrap_or_default().to_owned();
+        format!(
+            "sql {first}{}",
+            if lines.next().is_some() { " …" } else { "" }
+        )
     } else {
         "step".into()
     }
@@ -372,40 +414,81 @@ async fn do_step(
             },
         );
     };
+    let now_ms = || timeline.offset(Instant::now()).as_secs_f64() * 1000.0;
+    let step_began_ms = now_ms();
     if let Some(d) = &step.sleep {
         tokio::time::sleep(span(&Some(d.clone()), t, Duration::ZERO)).await;
+        if let Some(n) = &step.name {
+            let end_ms = now_ms();
+            // A named sleep marks the moment it ended, for expectations measured from there.
+            named.insert(
+                n.get_ref().clone(),
+                Named {
+                    verb: "sleep".into(),
+                    target: String::new(),
+                    at_ms: end_ms,
+                    // The moment is the sleep's end: nothing during it counts.
+                    began_ms: end_ms,
+                },
+            );
+        }
         return Ok(());
     }
-    let now_ms = || timeline.offset(Instant::now()).as_secs_f64() * 1000.0;
     if let Some(w) = &step.wait_for {
         let limit = span(&step.within, t, 10 * t);
-        let running: Vec<String> = replicas.keys().cloned().collect();
+        // Only samples taken after the step began decide it: right after a fault, the latest
+        // samples still show the state before it.
+        let since = Instant::now();
+        let running: Vec<String> = replicas
+            .iter_mut()
+            .filter_map(|(name, p)| p.is_running().then(|| name.clone()))
+            .collect();
+        let before = samplers.latest().lock_holder;
         let ok = match w.get_ref().as_str() {
-            "leader" => {
+            "new-leader" => {
                 samplers
-                    .wait_until(limit, |l| l.agreed_leader().is_some())
+                    .wait_until(limit, |l| {
+                        l.fresh_since(since)
+                            && l.agreed_leader()
+                                .is_some_and(|r| Some(&r) != before.as_ref())
+                    })
                     .await
             }
-            "no-leader" => samplers.wait_until(limit, |l| l.lock_rows == 0).await,
+            "leader" => {
+                samplers
+                    .wait_until(limit, |l| {
+                        l.fresh_since(since) && l.agreed_leader().is_some()
+                    })
+                    .await
+            }
+            "no-leader" => {
+                samplers
+                    .wait_until(limit, |l| l.fresh_since(since) && l.lock_rows == 0)
+                    .await
+            }
             _ => {
                 samplers
                     .wait_until(limit, |l| {
-                        running
-                            .iter()
-                            .all(|r| l.ready.get(r).copied().flatten() == Some(200))
+                        l.fresh_since(since)
+                            && running
+                                .iter()
+                                .all(|r| l.ready.get(r).copied().flatten() == Some(200))
                     })
                     .await
             }
         };
         ok.ok_or_else(|| anyhow!("not reached within {limit:?}: {:?}", samplers.latest()))?;
         if let Some(n) = &step.name {
+            let end_ms = now_ms();
             let target = samplers.latest().agreed_leader().unwrap_or_default();
             named.insert(
                 n.get_ref().clone(),
                 Named {
                     verb: "wait".into(),
                     target,
-                    at_ms: now_ms(),
+                    at_ms: end_ms,
+                    // The moment is when the condition held: nothing during the wait counts.
+                    began_ms: end_ms,
                 },
             );
         }
@@ -431,9 +514,39 @@ async fn do_step(
                     verb: "control".into(),
                     target,
                     at_ms: now_ms(),
+                    began_ms: step_began_ms,
                 },
             );
         }
+        return Ok(());
+    }
+    if let Some(sql) = &step.sql {
+        let hold = span(&step.hold, t, Duration::ZERO);
+        let client = nemesis.observer().session().await?;
+        client.batch_execute("BEGIN").await?;
+        tokio::time::timeout(t, client.batch_execute(sql.get_ref()))
+            .await
+            .map_err(|_| anyhow!("the statement did not complete within T: it waits on a lock"))?
+            .context("the statement failed")?;
+        if let Some(n) = &step.name {
+            named.insert(
+                n.get_ref().clone(),
+                Named {
+                    verb: "sql".into(),
+                    target: "postgres".into(),
+                    at_ms: now_ms(),
+                    began_ms: step_began_ms,
+                },
+            );
+        }
+        // The transaction stays open while the next steps run; the commit (or the end of the
+        // run, which closes the connection) ends it.
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            if let Err(e) = client.batch_execute("COMMIT").await {
+                tracing::warn!(error = %e, "sql step: commit failed");
+            }
+        });
         return Ok(());
     }
     if let Some(h) = &step.heal {
@@ -512,6 +625,7 @@ async fn do_step(
                 verb: verb.to_owned(),
                 target,
                 at_ms: r.end_ms(),
+                began_ms: r.start.as_secs_f64() * 1000.0,
             },
         );
     }
@@ -543,6 +657,7 @@ fn expectation(
     rows: &[WorkRow],
     named: &BTreeMap<String, Named>,
     b: &Bounds,
+    evidence: &Path,
 ) -> Check {
     let clause = ex.clause.get_ref().clone();
     let mut c = Check {
@@ -553,7 +668,11 @@ fn expectation(
         message: String::new(),
     };
     let after = ex.after.as_ref().and_then(|a| named.get(a.get_ref()));
+    // Delays are measured from the moment the named step took effect (a fault's call
+    // returned); an effect that showed while the call still ran (e.g. a take-over during a
+    // server restart) counts, with a delay of zero.
     let from_ms = after.map_or(0.0, |n| n.at_ms);
+    let search_ms = after.map_or(0.0, |n| n.began_ms);
     let slack_ms = b.slack.as_secs_f64() * 1000.0;
     let within_ms = ex
         .within
@@ -591,15 +710,15 @@ fn expectation(
         let found = if event == "lock_released" {
             let target = after.map(|n| n.target.clone());
             entries.iter().find(|e| {
-                e.t_ms >= from_ms
+                e.t_ms >= search_ms
                     && matches!(&e.what, What::Locks { rows } if !rows.iter().any(|r| r.1 && Some(&r.2) == target.as_ref()))
             })
         } else {
             entries.iter().find(|e| {
-                e.t_ms >= from_ms && matches!(&e.what, What::Replica { replica, event: ev } if kind(ev) == event && matches_who(replica))
+                e.t_ms >= search_ms && matches!(&e.what, What::Replica { replica, event: ev } if kind(ev) == event && matches_who(replica))
             })
         };
-        let delay = found.map(|e| e.t_ms - from_ms);
+        let delay = found.map(|e| (e.t_ms - from_ms).max(0.0));
         if let Some(d) = delay {
             c.figures.insert(format!("{event} after"), in_t(d, b.t));
         }
@@ -677,8 +796,8 @@ fn expectation(
     } else if let Some(code) = ex.readyz {
         c.name = format!("/readyz of {who} answers {code}");
         let seen = entries.iter().find(|e| {
-            e.t_ms >= from_ms
-                && matches!(&e.what, What::Readiness { status } if status.iter().any(|(r, s)| matches_who(r) && *s == Some(code)))
+            e.t_ms >= search_ms
+                && matches!(&e.what, What::Readiness { status, .. } if status.iter().any(|(r, s)| matches_who(r) && *s == Some(code)))
         });
         c.verdict = if seen.is_some() {
             Verdict::Valid
@@ -686,10 +805,59 @@ fn expectation(
             Verdict::Invalid
         };
         if let Some(e) = seen {
-            c.figures
-                .insert(format!("{code} after"), in_t(e.t_ms - from_ms, b.t));
+            c.figures.insert(
+                format!("{code} after"),
+                in_t((e.t_ms - from_ms).max(0.0), b.t),
+            );
         }
         c.message = if seen.is_some() { "seen" } else { "never seen" }.to_owned();
+    } else if let Some(text) = &ex.readyz_says {
+        let text = text.get_ref();
+        c.name = format!("/readyz of {who} reports {text:?}");
+        let seen = entries.iter().find_map(|e| match &e.what {
+            What::Readiness { failing, .. } if e.t_ms >= search_ms => failing
+                .iter()
+                .filter(|(r, _)| matches_who(r))
+                .flat_map(|(_, checks)| checks)
+                .find(|check| check.contains(text.as_str()))
+                .map(|check| (e.t_ms, check.clone())),
+            _ => None,
+        });
+        match seen {
+            Some((t_ms, check)) => {
+                c.verdict = Verdict::Valid;
+                c.figures.insert(
+                    "reported after".into(),
+                    in_t((t_ms - from_ms).max(0.0), b.t),
+                );
+                c.message = format!("reported {check:?}");
+            }
+            None => {
+                c.verdict = Verdict::Invalid;
+                c.message = "never reported".into();
+            }
+        }
+    } else if !ex.log.is_empty() {
+        let texts: Vec<&str> = ex.log.iter().map(|l| l.get_ref().as_str()).collect();
+        let replica = named.get(&who).map_or(who.clone(), |n| n.target.clone());
+        c.name = format!("log of {who} has a line with {texts:?}");
+        let file = evidence.join(format!("replica-{replica}.log"));
+        match std::fs::read_to_string(&file) {
+            Ok(log) => match log.lines().find(|l| texts.iter().all(|t| l.contains(t))) {
+                Some(line) => {
+                    c.verdict = Verdict::Valid;
+                    c.message = format!("found: {}", line.trim());
+                }
+                None => {
+                    c.verdict = Verdict::Invalid;
+                    c.message = format!("no such line in {}", file.display());
+                }
+            },
+            Err(e) => {
+                c.verdict = Verdict::Invalid;
+                c.message = format!("reading {}: {e}", file.display());
+            }
+        }
     }
     c
 }

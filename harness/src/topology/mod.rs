@@ -809,6 +809,15 @@ impl Observer {
         Ok(fresh)
     }
 
+    /// A connection of its own (not the shared one), e.g. for a step that holds a transaction
+    /// open while the observer keeps sampling.
+    ///
+    /// # Errors
+    /// PostgreSQL did not accept a connection within [`READY_LIMIT`].
+    pub async fn session(&self) -> anyhow::Result<tokio_postgres::Client> {
+        self.topology.wait_observer(READY_LIMIT).await
+    }
+
     /// Drops the current connection and connects again, polling up to `limit`.
     ///
     /// # Errors
