@@ -55,6 +55,16 @@ impl Check {
     }
 }
 
+/// The verdict of a checker that looked at `decided` samples (or reports) and found its property
+/// `held` in all of them: unknown when it had nothing to look at.
+fn verdict_of(decided: usize, held: bool) -> Verdict {
+    match (decided, held) {
+        (0, _) => Verdict::Unknown,
+        (_, true) => Verdict::Valid,
+        (_, false) => Verdict::Invalid,
+    }
+}
+
 /// Formats a duration in units of T, e.g. `1.04T`.
 pub fn in_t(d_ms: f64, t: Duration) -> String {
     format!("{:.2}T", d_ms / (t.as_secs_f64() * 1000.0))
@@ -252,11 +262,7 @@ pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
             }
         }
     }
-    let verdict = match (samples, bad.is_empty()) {
-        (0, _) => Verdict::Unknown,
-        (_, true) => Verdict::Valid,
-        (_, false) => Verdict::Invalid,
-    };
+    let verdict = verdict_of(samples, bad.is_empty());
     let message = if bad.is_empty() {
         format!("{samples} samples, max sum {max_sum}")
     } else {
@@ -276,11 +282,7 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
             worst = worst.max(rows.iter().filter(|r| r.1).count());
         }
     }
-    let verdict = match (samples, worst <= 1) {
-        (0, _) => Verdict::Unknown,
-        (_, true) => Verdict::Valid,
-        (_, false) => Verdict::Invalid,
-    };
+    let verdict = verdict_of(samples, worst <= 1);
     Check::new(
         "one granted lock row",
         &["LOCK-3"],
@@ -339,11 +341,7 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
         longest = longest.max(last.t_ms - s);
     }
     let bound = (b.sample + b.max_overlap() + b.slack).as_secs_f64() * 1000.0;
-    let verdict = match (compared, longest <= bound) {
-        (0, _) => Verdict::Unknown,
-        (_, true) => Verdict::Valid,
-        (_, false) => Verdict::Invalid,
-    };
+    let verdict = verdict_of(compared, longest <= bound);
     Check::new(
         "gauge leader = pg_locks leader",
         &["ISL-1"],
@@ -398,11 +396,7 @@ pub fn work_only_from_leader(
         }
     }
     let writers: BTreeSet<&str> = rows.iter().map(|r| r.replica.as_str()).collect();
-    let verdict = match (rows.is_empty(), bad.is_empty()) {
-        (true, _) => Verdict::Unknown,
-        (false, true) => Verdict::Valid,
-        (false, false) => Verdict::Invalid,
-    };
+    let verdict = verdict_of(rows.len(), bad.is_empty());
     let message = if bad.is_empty() {
         format!(
             "{} rows from {:?}, each written while its replica led",
@@ -486,11 +480,7 @@ pub fn boot_passes_before_ready(entries: &[Entry]) -> Check {
             _ => {}
         }
     }
-    let verdict = match (readies, bad.is_empty()) {
-        (0, _) => Verdict::Unknown,
-        (_, true) => Verdict::Valid,
-        (_, false) => Verdict::Invalid,
-    };
+    let verdict = verdict_of(readies, bad.is_empty());
     let message = match bad.first() {
         Some(first) => first.clone(),
         None => format!("{readies} ready report(s), each after the seven boot passes"),
@@ -534,11 +524,7 @@ pub fn probe_names(entries: &[Entry]) -> Check {
             ));
         }
     }
-    let verdict = match (seen, bad.is_empty()) {
-        (0, _) => Verdict::Unknown,
-        (_, true) => Verdict::Valid,
-        (_, false) => Verdict::Invalid,
-    };
+    let verdict = verdict_of(seen, bad.is_empty());
     let message = match bad.first() {
         Some(first) => first.clone(),
         None => format!("{seen} probe list(s), each the spec's seven and `workers`"),

@@ -145,7 +145,6 @@ impl Samplers {
             let (tok, c, last) = (token.clone(), client.clone(), last.clone());
             tasks.spawn(async move {
                 let mut tick = sampling_interval(every);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                 while !tok.is_cancelled() {
                     tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
                     let v = tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };

@@ -58,8 +58,6 @@ pub struct Outcome {
     pub source: Source,
     /// The whole timeline.
     pub entries: Vec<Entry>,
-    /// The replicas, in lane order.
-    pub replicas: Vec<String>,
 }
 
 /// A step with an `as` name: what it did, to whom, and when it took effect (ms since start).
@@ -316,11 +314,7 @@ pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outco
         checks,
         evidence: Some(evidence_rel),
     };
-    Ok(Outcome {
-        source,
-        entries,
-        replicas: names,
-    })
+    Ok(Outcome { source, entries })
 }
 
 fn describe(step: &RawStep) -> String {
