@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::event::ReplicaEvent;
-use crate::timeline::{Entry, What};
+use crate::timeline::{fault_spans, Entry, What};
 
 /// A checker's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,34 +127,27 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
         }
     }
     // A frozen replica that resumes still believes it leads until its next check demotes it.
-    let mut frozen: BTreeMap<String, f64> = BTreeMap::new();
-    for e in entries {
-        if let What::Fault {
-            verb,
-            target,
-            lifted,
-        } = &e.what
-        {
-            if verb == "freeze" && !lifted {
-                frozen.insert(target.clone(), e.t_ms);
-            }
-            if verb == "freeze" && *lifted && frozen.remove(target).is_some() {
-                let led_when_frozen = spans
-                    .get(target)
-                    .and_then(|s| s.last())
-                    .is_some_and(|(_, end)| (*end - e.t_ms).abs() > 0.0);
-                if led_when_frozen && !open.contains_key(target) {
-                    let resumed_end = entries
-                        .iter()
-                        .find(|x| {
-                            x.t_ms >= e.t_ms
-                                && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
-                        })
-                        .map(|x| x.t_ms);
-                    if let Some(end) = resumed_end {
-                        spans.entry(target.clone()).or_default().push((e.t_ms, end));
-                    }
-                }
+    for thawed in fault_spans(entries).iter().filter(|f| f.verb == "freeze") {
+        let (Some(thaw_ms), target) = (thawed.lifted_ms, &thawed.target) else {
+            continue;
+        };
+        let led_when_frozen = spans
+            .get(target)
+            .and_then(|s| s.last())
+            .is_some_and(|(_, end)| (*end - thaw_ms).abs() > 0.0);
+        if led_when_frozen && !open.contains_key(target) {
+            let resumed_end = entries
+                .iter()
+                .find(|x| {
+                    x.t_ms >= thaw_ms
+                        && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
+                })
+                .map(|x| x.t_ms);
+            if let Some(end) = resumed_end {
+                spans
+                    .entry(target.clone())
+                    .or_default()
+                    .push((thaw_ms, end));
             }
         }
     }

@@ -156,6 +156,59 @@ impl Default for Timeline {
     }
 }
 
+/// One fault from the entry that applied it to the entry that lifted it (`lifted_ms` is `None`
+/// when the run ended with it in place). A fault applied again before it was lifted restarts its
+/// span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultSpan {
+    /// The verb, e.g. `freeze`.
+    pub verb: String,
+    /// The replica or service it targeted.
+    pub target: String,
+    /// When it was applied (ms since the run's start).
+    pub applied_ms: f64,
+    /// When it was lifted, if it was.
+    pub lifted_ms: Option<f64>,
+}
+
+/// The fault spans of a timeline: the lifted ones in the order they were lifted, then those
+/// still in place by verb and target.
+pub fn fault_spans(entries: &[Entry]) -> Vec<FaultSpan> {
+    let mut open: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut spans = Vec::new();
+    for e in entries {
+        let What::Fault {
+            verb,
+            target,
+            lifted,
+        } = &e.what
+        else {
+            continue;
+        };
+        let key = (verb.clone(), target.clone());
+        if !*lifted {
+            open.insert(key, e.t_ms);
+        } else if let Some(applied_ms) = open.remove(&key) {
+            spans.push(FaultSpan {
+                verb: verb.clone(),
+                target: target.clone(),
+                applied_ms,
+                lifted_ms: Some(e.t_ms),
+            });
+        }
+    }
+    spans.extend(
+        open.into_iter()
+            .map(|((verb, target), applied_ms)| FaultSpan {
+                verb,
+                target,
+                applied_ms,
+                lifted_ms: None,
+            }),
+    );
+    spans
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +245,43 @@ mod tests {
         assert_eq!(
             json,
             r#"{"t_ms":30.0,"kind":"fault","verb":"partition","target":"r1","lifted":false}"#
+        );
+    }
+
+    #[test]
+    fn faults_pair_with_their_lifts() {
+        let fault = |t_ms: f64, verb: &str, target: &str, lifted: bool| Entry {
+            t_ms,
+            what: What::Fault {
+                verb: verb.into(),
+                target: target.into(),
+                lifted,
+            },
+        };
+        let spans = fault_spans(&[
+            fault(1.0, "freeze", "a", false),
+            fault(2.0, "partition", "b", false),
+            fault(3.0, "freeze", "a", true),
+            fault(4.0, "partition", "a", true),
+        ]);
+        let got: Vec<(&str, &str, f64, Option<f64>)> = spans
+            .iter()
+            .map(|f| {
+                (
+                    f.verb.as_str(),
+                    f.target.as_str(),
+                    f.applied_ms,
+                    f.lifted_ms,
+                )
+            })
+            .collect();
+        // A lift of a fault never applied pairs with nothing.
+        assert_eq!(
+            got,
+            vec![
+                ("freeze", "a", 1.0, Some(3.0)),
+                ("partition", "b", 2.0, None)
+            ]
         );
     }
 }

@@ -1,14 +1,13 @@
 //! One SVG timeline per scenario: a lane per replica with its terms, fault spans shaded, the
 //! gauge sum and the pg_locks holder over time.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use svg::node::element::{Line, Polyline, Rectangle, Text, Title};
 use svg::Document;
 
 use crate::check::leadership_spans;
-use crate::timeline::{Entry, What};
+use crate::timeline::{fault_spans, Entry, What};
 
 const LANE: f64 = 28.0;
 const LEFT: f64 = 130.0;
@@ -77,29 +76,13 @@ pub fn render(title: &str, entries: &[Entry], replicas: &[String], t: Duration) 
     }
 
     // Fault spans, shaded over all lanes.
-    let mut open: BTreeMap<(String, String), f64> = BTreeMap::new();
-    let mut faults = Vec::new();
-    for e in entries {
-        if let What::Fault {
-            verb,
-            target,
-            lifted,
-        } = &e.what
-        {
-            let key = (verb.clone(), target.clone());
-            if *lifted {
-                if let Some(s) = open.remove(&key) {
-                    faults.push((s, e.t_ms, format!("{verb} {target}")));
-                }
-            } else {
-                open.insert(key, e.t_ms);
-            }
-        }
-    }
-    faults.extend(
-        open.into_iter()
-            .map(|((v, tg), s)| (s, end_ms, format!("{v} {tg}"))),
-    );
+    let faults: Vec<(f64, f64, String)> = fault_spans(entries)
+        .into_iter()
+        .map(|f| {
+            let end = f.lifted_ms.unwrap_or(end_ms);
+            (f.applied_ms, end, format!("{} {}", f.verb, f.target))
+        })
+        .collect();
     for (s, e, label) in &faults {
         let w = (x(*e) - x(*s)).max(2.0);
         doc = doc
