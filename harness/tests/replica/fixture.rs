@@ -37,15 +37,6 @@ pub fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_harness"))
 }
 
-/// The image to run: `ELECTOR_POSTGRES_IMAGE` (name:tag), default the upstream `postgres:15`.
-fn image() -> (String, String) {
-    let image = std::env::var("ELECTOR_POSTGRES_IMAGE").unwrap_or_else(|_| "postgres:15".into());
-    match image.rsplit_once(':') {
-        Some((name, tag)) if !tag.contains('/') => (name.to_owned(), tag.to_owned()),
-        _ => (image, "latest".to_owned()),
-    }
-}
-
 /// A PostgreSQL server in a container of its own; removed on drop.
 pub struct Pg {
     _container: ContainerAsync<Postgres>,
@@ -55,7 +46,9 @@ pub struct Pg {
 impl Pg {
     /// Starts the server; panics with a clear message when Docker or the image is missing.
     pub async fn start() -> Pg {
-        let (name, tag) = image();
+        // `ELECTOR_POSTGRES_IMAGE`, default the upstream `postgres:15`, as the harness reads it.
+        let harness::topology::images::ImageRef { name, tag } =
+            harness::topology::Images::from_env().postgres;
         let started = Instant::now();
         let container = Postgres::default()
             .with_db_name("plexsphere")
