@@ -6,9 +6,9 @@
 //! - round trips per standby check and per leader check (goal: 1), counted as ReadyForQuery
 //!   messages on a relay between the elector and the server.
 //!
-//! Run: `ELECTOR_POSTGRES_IMAGE=elector-local/postgres:15 cargo bench -p elector --bench takeover`
-//! (`ELECTOR_BENCH_TRIALS`, `ELECTOR_BENCH_SEED` override the defaults). Results are printed and
-//! written to `target/bench/elector-takeover.json`.
+//! Run: `cargo bench -p elector --bench takeover` (the PostgreSQL image is chosen as the tests
+//! choose it, see `testkit::images`; `ELECTOR_BENCH_TRIALS`, `ELECTOR_BENCH_SEED` override the
+//! defaults). Results are printed and written to `target/bench/elector-takeover.json`.
 //!
 //! The relay is written by hand (some 40 lines): no maintained crate counts PostgreSQL protocol
 //! messages on a live connection.
@@ -20,8 +20,6 @@ use std::time::Duration;
 
 use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod, Runtime};
 use elector::{Config, Elector};
-use testcontainers::{runners::AsyncRunner, ImageExt};
-use testcontainers_modules::postgres::Postgres;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -148,7 +146,7 @@ fn stats(mut xs: Vec<f64>) -> serde_json::Value {
 
 async fn lock_pid(observer: &tokio_postgres::Client) -> i32 {
     let rows = observer
-        .query(elector::sql::LEADER_QUERY, &[])
+        .query(testkit::SPEC_LEADER_QUERY, &[])
         .await
         .unwrap();
     assert_eq!(rows.len(), 1);
@@ -171,17 +169,9 @@ async fn main() {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(counts.clone()))
         .unwrap();
 
-    let image = std::env::var("ELECTOR_POSTGRES_IMAGE").unwrap_or_else(|_| "postgres:15".into());
-    let (name, tag) = image.rsplit_once(':').unwrap_or((&image, "latest"));
-    let pg = Postgres::default()
-        .with_db_name("plexsphere")
-        .with_name(name)
-        .with_tag(tag)
-        .start()
-        .await
-        .expect("PostgreSQL container (set ELECTOR_POSTGRES_IMAGE)");
-    let port = pg.get_host_port_ipv4(5432).await.unwrap();
-    let url = format!("postgres://postgres:postgres@127.0.0.1:{port}/plexsphere?sslmode=disable");
+    let pg = testkit::Pg::start().await;
+    let port = pg.port;
+    let url = pg.url();
     let (observer, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(conn);
 

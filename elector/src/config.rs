@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use crate::sql::IDLE_SESSION_TIMEOUT_MAX_MS;
+use crate::Error;
+
 /// The spec's `DefaultCheckInterval` (CFG-2).
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -79,6 +82,28 @@ impl Config {
         } else {
             self.check_interval
         }
+    }
+}
+
+/// ORPH-1: the lock session's `idle_session_timeout` for interval `t`, `IDLE_SESSION_INTERVALS`·T
+/// rounded to the millisecond (the setting's unit).
+///
+/// # Errors
+/// [`Error::InvalidCheckInterval`] when it rounds to 0 ms (which would turn the bound off) or
+/// exceeds the setting's range (`INT_MAX` ms, about 24.8 days, so T up to about 6.2 days).
+pub(crate) fn idle_session_timeout_ms(t: Duration) -> Result<u32, Error> {
+    let bound_ms = (t.as_secs_f64() * 1000.0 * f64::from(IDLE_SESSION_INTERVALS)).round();
+    if bound_ms >= 1.0 && bound_ms <= f64::from(IDLE_SESSION_TIMEOUT_MAX_MS) {
+        // In range, so the conversion is exact.
+        Ok(bound_ms as u32)
+    } else {
+        Err(Error::InvalidCheckInterval {
+            interval: t,
+            reason: format!(
+                "{IDLE_SESSION_INTERVALS}·T must round to between 1 ms and \
+                 {IDLE_SESSION_TIMEOUT_MAX_MS} ms, the range of idle_session_timeout"
+            ),
+        })
     }
 }
 

@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::idle_session_timeout_ms;
 use crate::gauge::LeaderGauge;
+use crate::leadership::{Leadership, Publisher};
 use crate::term::{Term, TermState};
 use crate::{Config, Error};
 
@@ -27,6 +29,8 @@ pub struct Elector {
 pub(crate) struct Inner {
     pub(crate) pool: deadpool_postgres::Pool,
     pub(crate) interval: Duration,
+    /// ORPH-1: the lock session's `idle_session_timeout`, in ms.
+    pub(crate) idle_session_timeout_ms: u32,
     pub(crate) verify_lock: bool,
     pub(crate) detect_shared_session: bool,
     pub(crate) gauge: LeaderGauge,
@@ -34,8 +38,8 @@ pub(crate) struct Inner {
     pub(crate) leader: AtomicBool,
     /// The live term, if any; `None` on a standby.
     pub(crate) current: Mutex<Option<Arc<TermState>>>,
-    /// Observers of leadership changes (the while-leader launcher waits on it).
-    pub(crate) changes: watch::Sender<Option<u64>>,
+    /// The leadership watch (the while-leader launcher waits on it).
+    pub(crate) leadership: Publisher,
     pub(crate) terms: AtomicU64,
     /// RUN-8: set while a `run` is in progress.
     pub(crate) running: AtomicBool,
@@ -74,22 +78,25 @@ impl Elector {
     /// Builds an elector from `config` (spec: `leader.New`).
     ///
     /// # Errors
-    /// [`Error::Metrics`] when the gauge cannot be registered on the given registry (a gauge this
-    /// crate registered there before is reused, MET-2).
+    /// [`Error::InvalidCheckInterval`] when 4·T rounds to 0 ms or exceeds `idle_session_timeout`'s
+    /// range (ORPH-1); [`Error::Metrics`] when the gauge cannot be registered on the given
+    /// registry (a gauge this crate registered there before is reused as it is, MET-2: a new
+    /// elector never resets the series another one writes).
     pub fn new(config: Config) -> Result<Self, Error> {
         let interval = config.effective_interval();
+        let idle_session_timeout_ms = idle_session_timeout_ms(interval)?;
         let gauge = LeaderGauge::register(config.registry.as_ref())?;
-        gauge.set(false);
         Ok(Self {
             inner: Arc::new(Inner {
                 pool: config.pool,
                 interval,
+                idle_session_timeout_ms,
                 verify_lock: config.verify_lock,
                 detect_shared_session: config.detect_shared_session,
                 gauge,
                 leader: AtomicBool::new(false),
                 current: Mutex::new(None),
-                changes: watch::Sender::new(None),
+                leadership: Publisher::new(),
                 terms: AtomicU64::new(0),
                 running: AtomicBool::new(false),
             }),
@@ -112,14 +119,16 @@ impl Elector {
         self.inner.live_term().map(|t| t.number)
     }
 
-    /// A receiver that sees the live term's number, or `None`, each time leadership changes.
-    pub fn subscribe(&self) -> watch::Receiver<Option<u64>> {
-        self.inner.changes.subscribe()
+    /// The leadership watch: the whole state ([`Leadership`]: standby or leading term N since
+    /// when on backend P, how the last term ended, the latest standby check), updated at every
+    /// transition and every standby check. See [`crate::leadership`].
+    pub fn subscribe(&self) -> watch::Receiver<Leadership> {
+        self.inner.leadership.subscribe()
     }
 
     /// The spec's `Term(parent)`: on the leader a live [`Term`] and `true`; the term ends when
     /// `parent` ends or leadership is lost (TERM-1). On a standby an already-cancelled term and
-    /// `false` (TERM-2). Dropping the `Term` releases it. Must be called inside a tokio runtime.
+    /// `false` (TERM-2). Dropping the `Term` releases it.
     pub fn term(&self, parent: &CancellationToken) -> (Term, bool) {
         match self.inner.live_term() {
             Some(state) => (Term::live(parent, state), true),

@@ -30,6 +30,15 @@ pub enum Error {
     /// `run` was called while another `run` of the same elector is still running (RUN-8).
     #[error("Elector::run is already running: never run two at once")]
     AlreadyRunning,
+    /// The check interval cannot be used: the orphaned-session bound it implies is out of the
+    /// server's range (ORPH-1).
+    #[error("check interval {interval:?} is out of range: {reason}")]
+    InvalidCheckInterval {
+        /// The interval in force.
+        interval: Duration,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// The gauge could not be registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),

@@ -9,6 +9,7 @@
 //! | Term | `term` |
 //! | Do, IsLeader | `elector` |
 //! | Session connection, demotion, orphaned session bound | `session` |
+//! | The leadership watch (beyond the spec) | [`leadership`] |
 //! | Metric | `gauge` |
 //! | Which loops run on the leader | [`ticker`], [`while_leader`], [`gate`] |
 //! | Readiness | [`readiness`] |
@@ -18,6 +19,7 @@ mod config;
 mod elector;
 mod error;
 mod gauge;
+pub mod leadership;
 mod run;
 mod session;
 pub mod sql;
@@ -27,6 +29,7 @@ pub use config::{Config, DEFAULT_CHECK_INTERVAL, IDLE_SESSION_INTERVALS, UNLOCK_
 pub use elector::{Done, Elector};
 pub use error::Error;
 pub use gauge::{GAUGE_HELP, GAUGE_NAME};
+pub use leadership::{Leadership, Role};
 pub use term::{Term, TermCause};
 
 pub mod gate;

@@ -3,13 +3,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use deadpool_postgres::Object;
 use tokio::time::{interval, timeout, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::IDLE_SESSION_INTERVALS;
 use crate::elector::Inner;
-use crate::session::LockSession;
+use crate::leadership::CheckOutcome;
+use crate::session::{Grant, Loan, LockSession};
 use crate::{sql, Elector, Error};
 
 impl Elector {
@@ -17,14 +16,17 @@ impl Elector {
     ///
     /// Checks once at once and then every T (RUN-1). A standby borrows a pooled connection and
     /// tries the lock on it; a refused connection goes back unchanged (RUN-2), a granted one is
-    /// detached from the pool and a term begins (RUN-3). A failed acquire or query is logged at
-    /// WARN as `leader: acquire lock connection: <cause>` and retried at the next check; it never
-    /// ends `run` (RUN-4). The leader runs `SELECT 1` every T and demotes itself when it fails or
-    /// stays unanswered for T (RUN-5). On cancellation it unlocks under a 2 s deadline of its
-    /// own, closes the connection, ends the term and returns `Ok(())` (RUN-6).
+    /// detached from the pool, its orphaned-session bound is set, and a term begins (RUN-3,
+    /// ORPH-1). A failed acquire or query is logged at WARN as
+    /// `leader: acquire lock connection: <cause>` and retried at the next check; it never ends
+    /// `run` (RUN-4). The leader runs `SELECT 1` every T and demotes itself when it fails or stays
+    /// unanswered for T (RUN-5). On cancellation, honoured at once in every state, it unlocks
+    /// under a 2 s deadline of its own, closes the connection, ends the term and returns `Ok(())`
+    /// (RUN-6); a standby check in flight is abandoned and its connection closed.
     ///
     /// A panic that unwinds `run`, and dropping the `run` future, end the term with
-    /// `LeadershipLost` and close the lock connection without unlocking (RUN-7). Dropping the
+    /// `LeadershipLost` and close the lock connection without unlocking (RUN-7); a standby check
+    /// in flight is closed too, so no lock is ever left on a pooled connection. Dropping the
     /// future is therefore safe but abrupt; cancel `shutdown` for a graceful release.
     ///
     /// # Errors
@@ -43,37 +45,50 @@ impl Elector {
                 _ = ticks.tick() => {}
             }
             held = match held.take() {
-                None => try_acquire(inner).await,
-                Some(session) => {
-                    let checked = tokio::select! {
-                        biased;
-                        () = shutdown.cancelled() => None,
-                        r = session.check() => Some(r),
-                    };
-                    match checked {
-                        None => {
-                            held = Some(session);
-                            break;
-                        }
-                        Some(Ok(())) => {
-                            tracing::trace!(
-                                term = session.term_number(),
-                                "background leader check passed"
-                            );
-                            Some(session)
-                        }
-                        Some(Err(e)) => {
-                            session.demote(&e);
-                            None
-                        }
+                None => tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break,
+                    session = standby_check(inner) => session,
+                },
+                Some(session) => match leader_check(&session, &shutdown).await {
+                    Checked::Passed => Some(session),
+                    Checked::Failed(e) => {
+                        session.demote(&e).await;
+                        None
                     }
-                }
+                    Checked::Shutdown => {
+                        held = Some(session);
+                        break;
+                    }
+                },
             };
         }
         if let Some(session) = held {
             session.release().await;
         }
         Ok(())
+    }
+}
+
+/// How a leader's check ended.
+enum Checked {
+    Passed,
+    Failed(Error),
+    Shutdown,
+}
+
+/// RUN-5: the leader's check, or the shutdown if it comes first.
+async fn leader_check(session: &LockSession, shutdown: &CancellationToken) -> Checked {
+    tokio::select! {
+        biased;
+        () = shutdown.cancelled() => Checked::Shutdown,
+        checked = session.check() => match checked {
+            Ok(()) => {
+                tracing::trace!(term = session.term_number(), "background leader check passed");
+                Checked::Passed
+            }
+            Err(e) => Checked::Failed(e),
+        },
     }
 }
 
@@ -96,83 +111,67 @@ impl Drop for Running {
     }
 }
 
-/// A standby's check: one `pg_try_advisory_lock` on a borrowed connection, bounded by T.
-async fn try_acquire(inner: &Arc<Inner>) -> Option<LockSession> {
-    match try_lock(inner).await {
-        Ok(Some(session)) => {
-            let timeout = inner.interval * IDLE_SESSION_INTERVALS;
-            match session.set_idle_session_timeout(timeout).await {
-                Ok(()) => {}
-                Err(Error::Db(e)) if e.code().map(|c| c.code()) == Some(sql::UNDEFINED_OBJECT) => {
-                    tracing::warn!(error = %e,
-                        "idle_session_timeout is not supported by this server (PostgreSQL 13 or \
-                         older): an orphaned lock session is bounded only by TCP keepalives");
-                }
-                Err(e) => {
-                    session.demote(&e);
-                    return None;
-                }
+/// A standby's check (RUN-1..RUN-4): one attempt on a borrowed connection, bounded by T; on a
+/// grant, the bound and then the term. Its outcome goes to the leadership watch.
+async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
+    let failed = match try_lock(inner).await {
+        Ok(Some(grant)) => match grant.bound(inner).await {
+            Ok(session) => {
+                tracing::info!(
+                    term = session.term_number(),
+                    backend_pid = session.backend_pid(),
+                    "background leader lock acquired"
+                );
+                return Some(session);
             }
-            tracing::info!(
-                term = session.term_number(),
-                backend_pid = session.backend_pid,
-                "background leader lock acquired"
-            );
-            Some(session)
+            Err(e) => e,
+        },
+        Ok(None) => {
+            tracing::debug!("background leader lock held elsewhere");
+            inner.leadership.checked(CheckOutcome::Refused);
+            return None;
         }
-        Ok(None) => None,
-        Err(e) => {
-            tracing::warn!(error = %e, "leader: acquire lock connection: {e}");
-            None
-        }
-    }
+        Err(e) => e,
+    };
+    tracing::warn!(error = %failed, "leader: acquire lock connection: {failed}");
+    inner.leadership.checked(CheckOutcome::Failed {
+        error: failed.to_string(),
+    });
+    None
 }
 
-/// Tries the lock once. `Ok(None)`: another session holds it and the connection went back to the
-/// pool unchanged. On any error or timeout the connection is detached and closed, since its state
-/// is unknown (a late grant then dies with the session).
-async fn try_lock(inner: &Arc<Inner>) -> Result<Option<LockSession>, Error> {
+/// Tries the lock once on a loan from the pool. `Ok(None)`: another session holds it and the
+/// connection went back to the pool unchanged. On any other answer, error, timeout or a dropped
+/// future the loan closes the connection, since its state is unknown.
+async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
     let t = inner.interval;
-    let conn = timeout(t, inner.pool.get())
+    let object = timeout(t, inner.pool.get())
         .await
         .map_err(|_| Error::Timeout(t))??;
+    let loan = Loan::new(object);
     let attempt = if inner.detect_shared_session {
         sql::TRY_LOCK
     } else {
         sql::TRY_LOCK_UNGUARDED
     };
-    let answer = match timeout(t, conn.simple_query(attempt)).await {
-        Ok(Ok(messages)) => messages,
-        Ok(Err(e)) => {
-            drop(Object::take(conn));
-            return Err(e.into());
-        }
-        Err(_) => {
-            drop(Object::take(conn));
-            return Err(Error::Timeout(t));
-        }
-    };
+    let answer = loan.query(attempt, t).await?;
     let row = answer.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some((
             row.get(0).unwrap_or_default().to_owned(),
-            row.get(1)
-                .and_then(|p| p.parse::<i32>().ok())
-                .unwrap_or_default(),
+            row.get(1).and_then(|p| p.parse::<i32>().ok()),
         )),
         _ => None,
     });
     match row {
-        Some((outcome, pid)) if outcome == "granted" => {
-            Ok(Some(LockSession::begin(inner, Object::take(conn), pid)))
-        }
-        Some((outcome, pid)) if outcome == "refused" => {
-            tracing::debug!(backend_pid = pid, "background leader lock held elsewhere");
+        Some((outcome, Some(pid))) if outcome == "granted" => loan.grant(pid).map(Some),
+        Some((outcome, _)) if outcome == "refused" => {
+            loan.give_back();
             Ok(None)
         }
-        Some((outcome, _)) if outcome == "shared" => Err(Error::SharedSession),
-        other => {
-            drop(Object::take(conn));
-            Err(Error::Protocol(format!("{other:?} to the lock attempt")))
+        Some((outcome, _)) if outcome == "shared" => {
+            loan.give_back();
+            Err(Error::SharedSession)
         }
+        other => Err(Error::Protocol(format!("{other:?} to the lock attempt"))),
     }
 }

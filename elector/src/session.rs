@@ -1,76 +1,168 @@
-//! The held lock session: the one connection a leader keeps for its whole term (spec: "Session
-//! connection requirement", "Demotion and the overlap window"; SESS-1, SESS-2, DEM-1, RUN-6,
-//! RUN-7).
+//! The connections of the election (spec: "Session connection requirement", "Demotion and the
+//! overlap window", "Bound on an orphaned lock session"; RUN-2, RUN-3, SESS-1, SESS-2, DEM-1,
+//! ORPH-1, RUN-6, RUN-7).
 //!
-//! A [`LockSession`] exists exactly while a term is live. It ends the term in each of its three
-//! ways out: [`LockSession::demote`] (a failed check), [`LockSession::release`] (shutdown), and
-//! `Drop` (a panic unwinding `run`, or the `run` future dropped), so no path can leave a lock
-//! that no check verifies any more.
+//! Ownership does the cleanup; each stage is a type whose drop ends what it began:
+//!
+//! | stage | type | dropped (a future dropped, an error, a panic) |
+//! |---|---|---|
+//! | a pooled connection lent to one standby check | [`Loan`] | detached from the pool and closed |
+//! | the lock granted, the bound not yet set | [`Grant`] | closed: the lock goes with the session |
+//! | a live term on the lock session | [`LockSession`] | term ended (abandoned), then closed |
+//!
+//! Only an answer that proves the session unchanged gives a loan back to the pool (RUN-2); a
+//! grant detaches it for good (RUN-3). A term begins only once the orphaned-session bound is set
+//! (ORPH-1), so no moment exists where a term is live without it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use deadpool_postgres::ClientWrapper;
+use deadpool_postgres::{ClientWrapper, Object};
 use tokio_postgres::SimpleQueryMessage;
 
 use crate::config::UNLOCK_DEADLINE;
 use crate::elector::Inner;
+use crate::leadership::{Abandon, Release, TermEnd, TermInfo};
 use crate::term::{TermCause, TermState};
 use crate::{sql, Error};
 
-/// The connection that holds the lock, detached from the pool, and the term it carries.
+/// Runs `sql` on `client` within `deadline`; returns the answer's messages.
+async fn query(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    deadline: Duration,
+) -> Result<Vec<SimpleQueryMessage>, Error> {
+    tokio::time::timeout(deadline, client.simple_query(sql))
+        .await
+        .map_err(|_| Error::Timeout(deadline))?
+        .map_err(Error::from)
+}
+
+/// A pooled connection lent to one standby check (RUN-2).
+///
+/// While a statement runs, the session's state is unknown: the server may grant the lock after
+/// the caller stopped listening. So a loan that is dropped (the check's future dropped, a
+/// timeout, an error) detaches its connection from the pool and closes it, and a lock granted
+/// meanwhile dies with the session. Only [`Loan::give_back`] returns it to the pool.
+pub(crate) struct Loan(Option<Object>);
+
+impl Loan {
+    pub(crate) fn new(object: Object) -> Self {
+        Self(Some(object))
+    }
+
+    /// Runs one statement on the lent connection within `deadline`.
+    pub(crate) async fn query(
+        &self,
+        sql: &str,
+        deadline: Duration,
+    ) -> Result<Vec<SimpleQueryMessage>, Error> {
+        let object = self.0.as_ref().ok_or(Error::LockGone)?;
+        query(object, sql, deadline).await
+    }
+
+    /// The session is as it was lent (the lock was refused): back to the pool, unchanged.
+    pub(crate) fn give_back(mut self) {
+        drop(self.0.take());
+    }
+
+    /// The lock was granted on this session: detach it from the pool for good (RUN-3).
+    pub(crate) fn grant(mut self, backend_pid: i32) -> Result<Grant, Error> {
+        let object = self.0.take().ok_or(Error::LockGone)?;
+        Ok(Grant {
+            client: Object::take(object),
+            backend_pid,
+        })
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        if let Some(object) = self.0.take() {
+            drop(Object::take(object));
+        }
+    }
+}
+
+/// The lock, granted on a connection detached from the pool, before its term: the orphaned
+/// session bound is not set yet. Dropping it closes the connection, and the lock goes with it.
+pub(crate) struct Grant {
+    client: ClientWrapper,
+    backend_pid: i32,
+}
+
+impl Grant {
+    /// ORPH-1: sets `idle_session_timeout` = 4·T on the lock session, then begins the term.
+    ///
+    /// A server without the setting (before PostgreSQL 14) leads unbounded, with a WARN line: the
+    /// documented fallback. Any other failure, or no answer within T, closes the session (the
+    /// lock goes with it) and is the check's error: no term began.
+    pub(crate) async fn bound(self, inner: &Arc<Inner>) -> Result<LockSession, Error> {
+        let set = sql::set_idle_session_timeout(inner.idle_session_timeout_ms);
+        match query(&self.client, &set, inner.interval).await {
+            Ok(_) => {}
+            Err(Error::Db(e)) if e.code().map(|c| c.code()) == Some(sql::UNDEFINED_OBJECT) => {
+                tracing::warn!(error = %e,
+                    "idle_session_timeout is not supported by this server (PostgreSQL 13 or \
+                     older): an orphaned lock session is bounded only by TCP keepalives");
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(LockSession::begin(inner, self.client, self.backend_pid))
+    }
+}
+
+/// The connection that holds the lock, with its bound set, and the term it carries.
 pub(crate) struct LockSession {
     inner: Arc<Inner>,
     /// `Some` until the connection is closed.
     client: Option<ClientWrapper>,
     term: Arc<TermState>,
-    /// The server backend's pid, for logs.
-    pub(crate) backend_pid: i32,
+    info: TermInfo,
 }
 
 impl LockSession {
-    /// RUN-3: the lock was granted on `client` (already taken out of the pool): a term begins.
-    pub(crate) fn begin(inner: &Arc<Inner>, client: ClientWrapper, backend_pid: i32) -> Self {
+    /// RUN-3: a term begins on `client`, which holds the lock and its bound.
+    fn begin(inner: &Arc<Inner>, client: ClientWrapper, backend_pid: i32) -> Self {
         let number = inner.terms.fetch_add(1, Ordering::SeqCst) + 1;
         let term = TermState::new(number);
         *inner.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(term.clone());
         inner.leader.store(true, Ordering::SeqCst);
         inner.gauge.set(true);
-        inner.changes.send_replace(Some(number));
+        let info = TermInfo {
+            number,
+            since: SystemTime::now(),
+            backend_pid,
+        };
+        inner.leadership.began(info.clone());
         Self {
             inner: inner.clone(),
             client: Some(client),
             term,
-            backend_pid,
+            info,
         }
     }
 
     /// The term's number.
     pub(crate) fn term_number(&self) -> u64 {
-        self.term.number
+        self.info.number
     }
 
-    /// Runs one statement on the lock session with a deadline; returns its first column of the
-    /// first row, if any.
-    pub(crate) async fn query_one_value(
+    /// The lock session's backend pid.
+    pub(crate) fn backend_pid(&self) -> i32 {
+        self.info.backend_pid
+    }
+
+    /// Runs one statement on the lock session within `deadline`; returns the first column of
+    /// the first row, if any.
+    async fn query_one_value(
         &self,
         sql: &str,
         deadline: Duration,
     ) -> Result<Option<String>, Error> {
         let client = self.client.as_ref().ok_or(Error::LockGone)?;
-        let messages = tokio::time::timeout(deadline, client.simple_query(sql))
-            .await
-            .map_err(|_| Error::Timeout(deadline))??;
-        Ok(first_value(&messages))
-    }
-
-    /// ORPH-1: bounds an orphaned lock session to `IDLE_SESSION_INTERVALS`·T of silence.
-    pub(crate) async fn set_idle_session_timeout(&self, timeout: Duration) -> Result<(), Error> {
-        let sql = sql::set_idle_session_timeout(timeout.as_millis());
-        self.query_one_value(&sql, self.inner.interval)
-            .await
-            .map(|_| ())
+        Ok(first_value(&query(client, sql, deadline).await?))
     }
 
     /// RUN-5: the leader's check: `SELECT 1` answered within T (with X-VERIFY, also proof that
@@ -89,34 +181,59 @@ impl LockSession {
     }
 
     /// DEM-1: a failed check. In this order: the term ends with `LeadershipLost` (every Term
-    /// and Do in flight cancelled, `is_leader` false, gauge 0), the connection is closed, and a
-    /// WARN line carries the cause.
-    pub(crate) fn demote(mut self, cause: &Error) {
-        let (number, pid) = (self.term.number, self.backend_pid);
-        self.end_term(TermCause::LeadershipLost);
+    /// and Do in flight cancelled, `is_leader` false, gauge 0), and whoever waits on it on this
+    /// thread runs; then the connection is closed; then a WARN line carries the cause.
+    pub(crate) async fn demote(mut self, cause: &Error) {
+        let end = TermEnd::Lost {
+            cause: cause.to_string(),
+        };
+        self.end_term(TermCause::LeadershipLost, end);
+        tokio::task::yield_now().await;
         self.close();
-        tracing::warn!(term = number, backend_pid = pid, error = %cause,
-            "background leader lock lost: {cause}");
+        tracing::warn!(term = self.info.number, backend_pid = self.info.backend_pid,
+            error = %cause, "background leader lock lost: {cause}");
     }
 
     /// RUN-6: shutdown. Unlocks under a deadline of its own (the caller's token has already
-    /// fired), closes the connection, then ends the term.
+    /// fired), closes the connection, then ends the term; reports the unlock's outcome.
     pub(crate) async fn release(mut self) {
-        let (number, pid) = (self.term.number, self.backend_pid);
-        match self.query_one_value(sql::UNLOCK, UNLOCK_DEADLINE).await {
-            Ok(_) => tracing::info!(
-                term = number,
-                backend_pid = pid,
-                "background leader lock released"
+        let outcome = self.unlock().await;
+        let (term, backend_pid) = (self.info.number, self.info.backend_pid);
+        match &outcome {
+            Release::Unlocked => {
+                tracing::info!(term, backend_pid, "background leader lock released");
+            }
+            Release::Refused { reason } => tracing::warn!(term, backend_pid, error = %reason,
+                "background leader unlock refused: {reason}; closing the session"),
+            Release::TimedOut => tracing::warn!(
+                term,
+                backend_pid,
+                "background leader unlock timed out after {UNLOCK_DEADLINE:?}; closing the \
+                 session releases the lock"
             ),
-            Err(e) => tracing::warn!(term = number, backend_pid = pid, error = %e,
-                "background leader unlock failed; closing the session releases the lock: {e}"),
         }
         self.close();
-        self.end_term(TermCause::Released);
+        self.end_term(TermCause::Released, TermEnd::Released(outcome));
     }
 
-    fn end_term(&mut self, cause: TermCause) {
+    /// `pg_advisory_unlock` within [`UNLOCK_DEADLINE`], and what came of it.
+    async fn unlock(&self) -> Release {
+        match self.query_one_value(sql::UNLOCK, UNLOCK_DEADLINE).await {
+            Ok(Some(v)) if v == "t" => Release::Unlocked,
+            Ok(other) => Release::Refused {
+                reason: format!(
+                    "pg_advisory_unlock answered {}: the session did not hold the lock",
+                    other.as_deref().unwrap_or("nothing")
+                ),
+            },
+            Err(Error::Timeout(_)) => Release::TimedOut,
+            Err(e) => Release::Refused {
+                reason: e.to_string(),
+            },
+        }
+    }
+
+    fn end_term(&mut self, cause: TermCause, end: TermEnd) {
         if self.term.is_ended() {
             return;
         }
@@ -125,8 +242,8 @@ impl LockSession {
         self.inner.gauge.set(false);
         *self.inner.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.term.end(cause);
-        self.inner.changes.send_replace(None);
-        tracing::debug!(term = self.term.number, cause = %cause, "background leader term ended");
+        self.inner.leadership.ended(self.info.clone(), end);
+        tracing::debug!(term = self.info.number, cause = %cause, "background leader term ended");
     }
 
     /// Dropping the client closes the connection: the server ends the session, and with it any
@@ -134,7 +251,7 @@ impl LockSession {
     fn close(&mut self) {
         drop(self.client.take());
         tracing::debug!(
-            term = self.term.number,
+            term = self.info.number,
             "background leader lock connection closed"
         );
     }
@@ -144,23 +261,31 @@ impl Drop for LockSession {
     /// RUN-7: a panic (or a dropped `run` future) leaves the session mid-way: end the term with
     /// `LeadershipLost` and close without unlocking, since the connection may be mid-query.
     fn drop(&mut self) {
-        if self.term.is_ended() && self.client.is_none() {
+        if self.client.is_none() {
             return;
         }
-        self.end_term(TermCause::LeadershipLost);
-        self.close();
-        if std::thread::panicking() {
-            tracing::warn!(
-                term = self.term.number,
-                backend_pid = self.backend_pid,
-                "background leader lock abandoned after a panic"
-            );
+        let how = if std::thread::panicking() {
+            Abandon::Panicked
         } else {
-            tracing::warn!(
-                term = self.term.number,
-                backend_pid = self.backend_pid,
+            Abandon::Dropped
+        };
+        // A demotion dropped between its two steps only has its close left to do.
+        let demoted = self.term.is_ended();
+        self.end_term(TermCause::LeadershipLost, TermEnd::Abandoned(how));
+        self.close();
+        let (term, backend_pid) = (self.info.number, self.info.backend_pid);
+        match how {
+            _ if demoted => {}
+            Abandon::Panicked => tracing::warn!(
+                term,
+                backend_pid,
+                "background leader lock abandoned after a panic"
+            ),
+            Abandon::Dropped => tracing::warn!(
+                term,
+                backend_pid,
                 "background leader lock abandoned: the run future was dropped"
-            );
+            ),
         }
     }
 }

@@ -19,16 +19,34 @@ WHERE locktype = 'advisory'
   AND objsubid = 2
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database());";
 
-/// A standby's check (RUN-1, LOCK-1): `pg_try_advisory_lock(1886156915, 1)`.
+/// The session-local marker the granting statement leaves on the lock session (POOL-1): a
+/// placeholder setting, set for the session (`is_local = false`), so it lives exactly as long as
+/// the server session or until a `RESET`/`DISCARD ALL`, and costs a hash lookup to read.
+pub const SESSION_MARKER: &str = "plexsphere.background_leader";
+
+/// The marker's value: the key it stands for.
+pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
+
+/// A standby's check (RUN-1, LOCK-1): the spec's `pg_try_advisory_lock(1886156915, 1)`, in one
+/// statement whose cost does not grow with the server's lock table (no `pg_locks` read).
 ///
-/// One statement, so it runs on one server session even behind a transaction-mode pooler. It
-/// first asks whether this very session already holds the key: a standby that finds the lock on
-/// its own session shares that session with the leader (POOL-1) and must not stack a second
-/// grant on it. Answers `shared`, `granted` or `refused`.
+/// One statement runs on one server session even behind a transaction-mode pooler. It first
+/// reads the session marker: a standby that finds it on its own session shares that session with
+/// the leader (POOL-1) and must not stack a second grant on it. A grant writes the marker in the
+/// same statement. `CASE` evaluates its branches in order, so the marker is read before the
+/// attempt and written only after a grant. Answers `shared`, `granted` or `refused`, and the
+/// backend's pid.
+///
+/// What the marker cannot catch: a session that holds the key without the marker (taken by
+/// another program, or by an elector with the guard off), which this attempt would stack; and a
+/// marker left behind by `pg_advisory_unlock_all()` run on the lock session by someone else,
+/// which makes that one server session refuse (as shared) until it ends or is reset.
 pub const TRY_LOCK: &str = "SELECT CASE \
-WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
-AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted) THEN 'shared' \
-WHEN pg_try_advisory_lock(1886156915, 1) THEN 'granted' ELSE 'refused' END, pg_backend_pid()";
+WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' THEN 'shared' \
+WHEN pg_try_advisory_lock(1886156915, 1) THEN \
+CASE WHEN set_config('plexsphere.background_leader', '1886156915:1', false) IS NOT NULL \
+THEN 'granted' END \
+ELSE 'refused' END, pg_backend_pid()";
 
 /// A standby's check without the shared-session guard: the spec's plain attempt, for showing
 /// the transaction-mode pooler hazard (POOL-1) with `Config::detect_shared_session` off.
@@ -40,19 +58,29 @@ pub const PING: &str = "SELECT 1";
 
 /// The leader's check with X-VERIFY: proves the session is alive and still holds the key
 /// (answers `t` or `f`).
+///
+/// PostgreSQL has no function that asks whether this session holds an advisory key, so this
+/// reads `pg_locks`, which copies the server's whole lock table under every lock-manager
+/// partition lock: its cost grows with the locks other sessions hold (see the bench). X-VERIFY
+/// is therefore off by default and, when on, runs on the leader only, once per T.
 pub const PING_VERIFY: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
 AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted)";
 
-/// Graceful release (RUN-6).
-pub const UNLOCK: &str = "SELECT pg_advisory_unlock(1886156915, 1)";
+/// Graceful release (RUN-6): the spec's `pg_advisory_unlock`, and the session marker cleared in
+/// the same statement (answers `t` when the session held the lock, `f` when it did not).
+pub const UNLOCK: &str = "SELECT pg_advisory_unlock(1886156915, 1) \
+FROM set_config('plexsphere.background_leader', '', false)";
 
 /// The orphaned-session bound (ORPH-1), set on the lock session right after the grant.
-pub fn set_idle_session_timeout(millis: u128) -> String {
+pub fn set_idle_session_timeout(millis: u32) -> String {
     format!("SET idle_session_timeout = {millis}")
 }
 
 /// SQLSTATE of "unrecognized configuration parameter": `idle_session_timeout` before PG 14.
 pub const UNDEFINED_OBJECT: &str = "42704";
+
+/// The largest `idle_session_timeout` the server accepts, in milliseconds (`INT_MAX`).
+pub const IDLE_SESSION_TIMEOUT_MAX_MS: u32 = i32::MAX as u32;
 
 #[cfg(test)]
 mod tests {
@@ -62,6 +90,10 @@ mod tests {
     fn key_is_plxs() {
         assert_eq!(LOCK_CLASSID, 0x706C_7873);
         assert_eq!(&LOCK_CLASSID.to_be_bytes(), b"plxs");
+        assert_eq!(SESSION_MARKER_VALUE, format!("{LOCK_CLASSID}:{LOCK_OBJID}"));
+        for sql in [TRY_LOCK, UNLOCK] {
+            assert!(sql.contains(SESSION_MARKER), "{sql}");
+        }
         for sql in [
             LEADER_QUERY,
             TRY_LOCK,

@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -74,7 +75,8 @@ type Factory = Box<
         + Sync,
 >;
 
-type Statuses = Arc<Mutex<BTreeMap<String, WorkerStatus>>>;
+/// Every worker's status by name, as a watch so an application sees each change as it happens.
+type Statuses = Arc<watch::Sender<BTreeMap<String, WorkerStatus>>>;
 
 /// Runs named workers and restarts them within a budget.
 pub struct Supervisor {
@@ -89,7 +91,7 @@ impl Supervisor {
         Self {
             budget,
             workers: Vec::new(),
-            statuses: Statuses::default(),
+            statuses: Arc::new(watch::Sender::new(BTreeMap::new())),
         }
     }
 
@@ -160,20 +162,21 @@ fn set_status(
     exit: Option<String>,
     restart: bool,
 ) {
-    let mut map = statuses.lock().unwrap_or_else(|e| e.into_inner());
-    let status = map.entry(name.to_owned()).or_insert_with(|| WorkerStatus {
-        name: name.to_owned(),
-        state: WorkerState::Stopped,
-        restarts: 0,
-        last_exit: None,
+    statuses.send_modify(|map| {
+        let status = map.entry(name.to_owned()).or_insert_with(|| WorkerStatus {
+            name: name.to_owned(),
+            state: WorkerState::Stopped,
+            restarts: 0,
+            last_exit: None,
+        });
+        status.state = state;
+        if exit.is_some() {
+            status.last_exit = exit;
+        }
+        if restart {
+            status.restarts += 1;
+        }
     });
-    status.state = state;
-    if exit.is_some() {
-        status.last_exit = exit;
-    }
-    if restart {
-        status.restarts += 1;
-    }
 }
 
 async fn supervise(
@@ -230,12 +233,13 @@ pub struct WorkerStatuses(Statuses);
 impl WorkerStatuses {
     /// Every worker's status, by name.
     pub fn snapshot(&self) -> Vec<WorkerStatus> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.0.borrow().values().cloned().collect()
+    }
+
+    /// A watch of every worker's status by name, updated at each change (a worker started,
+    /// ended, restarting, exhausted or stopped).
+    pub fn subscribe(&self) -> watch::Receiver<BTreeMap<String, WorkerStatus>> {
+        self.0.subscribe()
     }
 }
 
@@ -249,7 +253,7 @@ impl Check for WorkersProbe {
     }
 
     fn check(&self) -> Result<(), String> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.0.borrow();
         let down: Vec<String> = map
             .values()
             .filter(|s| s.state == WorkerState::Exhausted)

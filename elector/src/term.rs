@@ -1,10 +1,11 @@
 //! `Term`: the context of one leadership term (spec: "Term"; TERM-1, TERM-2).
 //!
-//! Each term the elector starts owns a [`CancellationToken`]. The elector cancels it, with a
-//! cause, when the term ends. A [`Term`] handed to the caller is a token that ends when either
-//! the caller's parent token or the leadership term ends, whichever comes first.
+//! Each term the elector starts owns a [`CancellationToken`] and a list of the [`Term`]s handed
+//! out for it. A `Term`'s token is a child of the caller's parent token; when the term ends, the
+//! elector cancels every listed token itself, synchronously, before it closes the connection
+//! (DEM-1), and records in each the first cause that ended it (as Go's `context.Cause`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -33,12 +34,33 @@ impl std::fmt::Display for TermCause {
     }
 }
 
-/// The elector's side of one term: its number, its token and, once it ended, its cause.
+/// One handed-out `Term` as its term sees it: the token to cancel and where its cause goes.
+#[derive(Debug)]
+struct Link {
+    token: CancellationToken,
+    cause: Arc<OnceLock<TermCause>>,
+}
+
+impl Link {
+    /// Ends the linked `Term` for `cause`, unless its parent ended it first.
+    fn end(&self, cause: TermCause) {
+        let first = if self.token.is_cancelled() {
+            TermCause::ParentEnded
+        } else {
+            cause
+        };
+        let _ = self.cause.set(first);
+        self.token.cancel();
+    }
+}
+
+/// The elector's side of one term: its number, its token, its links and, once ended, its cause.
 #[derive(Debug)]
 pub(crate) struct TermState {
     pub(crate) number: u64,
     token: CancellationToken,
     cause: OnceLock<TermCause>,
+    links: Mutex<Vec<Link>>,
 }
 
 impl TermState {
@@ -47,13 +69,35 @@ impl TermState {
             number,
             token: CancellationToken::new(),
             cause: OnceLock::new(),
+            links: Mutex::new(Vec::new()),
         })
     }
 
-    /// Ends the term with `cause` (the first cause wins) and cancels every token derived from it.
+    fn links(&self) -> MutexGuard<'_, Vec<Link>> {
+        self.links.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends the term with `cause` (the first cause wins) and cancels, before it returns, every
+    /// `Term` handed out for it.
     pub(crate) fn end(&self, cause: TermCause) {
         let _ = self.cause.set(cause);
         self.token.cancel();
+        let cause = self.cause().unwrap_or(cause);
+        for link in std::mem::take(&mut *self.links()) {
+            link.end(cause);
+        }
+    }
+
+    /// Lists a handed-out `Term`; one asked for after the end is ended at once.
+    fn link(&self, link: Link) {
+        let mut links = self.links();
+        match self.cause() {
+            Some(cause) => link.end(cause),
+            None => {
+                links.retain(|l| !l.token.is_cancelled());
+                links.push(link);
+            }
+        }
     }
 
     pub(crate) fn cause(&self) -> Option<TermCause> {
@@ -73,26 +117,25 @@ impl TermState {
 #[derive(Debug)]
 pub struct Term {
     token: CancellationToken,
+    cause: Arc<OnceLock<TermCause>>,
     state: Option<Arc<TermState>>,
     parent: CancellationToken,
     _guard: DropGuard,
 }
 
 impl Term {
-    /// A live term: `token` ends with `parent` or with `state`.
+    /// A live term: its token ends with `parent` or with `state`.
     pub(crate) fn live(parent: &CancellationToken, state: Arc<TermState>) -> Self {
         let token = parent.child_token();
-        let (linked, term_token) = (token.clone(), state.token.clone());
-        // The link ends as soon as either side is cancelled, so it never outlives the Term.
-        tokio::spawn(async move {
-            tokio::select! {
-                () = term_token.cancelled() => linked.cancel(),
-                () = linked.cancelled() => {}
-            }
+        let cause = Arc::new(OnceLock::new());
+        state.link(Link {
+            token: token.clone(),
+            cause: cause.clone(),
         });
         Self {
             _guard: token.clone().drop_guard(),
             token,
+            cause,
             state: Some(state),
             parent: parent.clone(),
         }
@@ -105,6 +148,7 @@ impl Term {
         Self {
             _guard: token.clone().drop_guard(),
             token,
+            cause: Arc::new(OnceLock::from(TermCause::NotLeader)),
             state: None,
             parent: parent.clone(),
         }
@@ -122,22 +166,16 @@ impl Term {
 
     /// Whether the term has ended.
     pub fn is_cancelled(&self) -> bool {
-        self.token.is_cancelled() || self.state.as_ref().is_some_and(|s| s.is_ended())
+        self.token.is_cancelled()
     }
 
-    /// The spec's `context.Cause`: `None` while the term is live; after a loss,
-    /// [`TermCause::LeadershipLost`].
+    /// The spec's `context.Cause`: `None` while the term is live; otherwise the first cause
+    /// that ended it ([`TermCause::LeadershipLost`] after a loss).
     pub fn cause(&self) -> Option<TermCause> {
-        if let Some(cause) = self.state.as_ref().and_then(|s| s.cause()) {
-            return Some(cause);
-        }
-        if self.parent.is_cancelled() {
-            return Some(TermCause::ParentEnded);
-        }
-        match &self.state {
-            None => Some(TermCause::NotLeader),
-            Some(_) if self.token.is_cancelled() => Some(TermCause::ParentEnded),
-            Some(_) => None,
+        match self.cause.get() {
+            Some(cause) => Some(*cause),
+            None if self.token.is_cancelled() => Some(TermCause::ParentEnded),
+            None => None,
         }
     }
 

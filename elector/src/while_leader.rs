@@ -21,6 +21,8 @@ pub async fn run_while_leader<F, Fut>(
     F: FnMut(Term) -> Fut,
     Fut: Future<Output = ()>,
 {
+    // The leadership watch wakes this launcher at every transition (and at every standby check,
+    // which costs it one look at the live term).
     let mut changes = elector.subscribe();
     loop {
         // Wait for a term this launcher has not served yet.

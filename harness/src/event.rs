@@ -44,6 +44,18 @@ pub enum TickKind {
     Lost,
 }
 
+/// What a leader's graceful unlock did (RUN-6); the session is closed after it in every case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseOutcome {
+    /// `pg_advisory_unlock` answered true: the lock left while the session lived.
+    Unlocked,
+    /// The server answered false or an error.
+    Refused,
+    /// No answer within the 2 s deadline; the close releases the lock.
+    TimedOut,
+}
+
 /// What a replica reports.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -94,15 +106,22 @@ pub enum ReplicaEvent {
         /// The check's error.
         error: String,
     },
-    /// The leader gave the lock up on shutdown (RUN-6).
+    /// The leader gave the lock up on shutdown (RUN-6): the unlock's outcome, then the close.
     Released {
         /// The term's number.
         term: u64,
+        /// What the unlock did.
+        outcome: ReleaseOutcome,
+        /// What the server said, when it refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A leader's run ended by a panic or a dropped future (RUN-7).
     Abandoned {
         /// The term's number.
         term: u64,
+        /// Whether a panic unwound `run` (else the future was dropped).
+        panicked: bool,
     },
     /// One tick of a leader-ticked loop that ran a pass (standby ticks are not reported).
     Tick {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::ReplicaEvent;
+use crate::event::{ReleaseOutcome, ReplicaEvent};
 use crate::timeline::{Entry, What};
 
 /// How much of the story a scenario's snapshot keeps.
@@ -106,7 +106,11 @@ pub fn normalise(entries: &[Entry], story: Story) -> String {
                         "acquired".to_owned()
                     }
                     ReplicaEvent::Demoted { error, .. } => format!("demoted ({})", category(error)),
-                    ReplicaEvent::Released { .. } => "released".to_owned(),
+                    ReplicaEvent::Released { outcome, .. } => match outcome {
+                        ReleaseOutcome::Unlocked => "released".to_owned(),
+                        ReleaseOutcome::Refused => "released (unlock refused)".to_owned(),
+                        ReleaseOutcome::TimedOut => "released (unlock timed out)".to_owned(),
+                    },
                     ReplicaEvent::Abandoned { .. } => "abandoned".to_owned(),
                     ReplicaEvent::Worker { worker, state, .. } if state == "exhausted" => {
                         format!("worker {worker} exhausted")

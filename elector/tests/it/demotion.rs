@@ -14,8 +14,8 @@ async fn backend_kill_demotes_at_next_check_and_standby_takes_over() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
-    let (a, ra) = pg.elector("a", T).await;
-    let (b, rb) = pg.elector("b", T).await;
+    let (a, ra) = elector_on(&pg.url(), "a", T).await;
+    let (b, rb) = elector_on(&pg.url(), "b", T).await;
     let (astop, arun) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
@@ -83,13 +83,13 @@ async fn unanswered_check_demotes_within_two_intervals() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
-    let (a, _ra) = pg.elector("a", T).await;
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (astop, arun) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let pid = lock_pid(&observer).await;
     let (term, _) = a.term(&astop);
 
-    signal_backend(&pg, pid, "STOP").await;
+    pg.signal_backend(pid, "STOP").await;
     let frozen = Instant::now();
     tokio::time::timeout(2 * T + SLACK, term.cancelled())
         .await
@@ -100,6 +100,12 @@ async fn unanswered_check_demotes_within_two_intervals() {
         "not before the check timed out: {demoted:?}"
     );
     assert_eq!(term.cause(), Some(TermCause::LeadershipLost));
+    // DEM-1: the WARN line comes after the term's waiters ran.
+    wait_for(SLACK, || {
+        !logs.matching("background leader lock lost").is_empty()
+    })
+    .await
+    .expect("the WARN line");
     let lost = logs.matching("background leader lock lost");
     assert_eq!(lost.len(), 1);
     assert!(
@@ -110,8 +116,82 @@ async fn unanswered_check_demotes_within_two_intervals() {
 
     // The frozen backend still holds the lock server-side; once it runs again it sees the
     // closed socket and the lock goes with it.
-    signal_backend(&pg, pid, "CONT").await;
+    pg.signal_backend(pid, "CONT").await;
     assert!(backend_gone(&observer, pid, Duration::from_secs(2)).await);
     astop.cancel();
     arun.await.unwrap().unwrap();
+}
+
+/// Runs the DEM-1 order test: a waiter on the term, and the elector's close and WARN lines, in
+/// one sequence; returns it with whether the term's token was cancelled when the close came.
+async fn demotion_sequence(logs: &Logs) -> (Vec<&'static str>, bool) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (a, ra) = elector_on(&pg.url(), "a", T).await;
+    let (stop, run) = spawn_run(&a);
+    until_leader(&a, 10 * T).await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (term, _) = a.term(&stop);
+    let token = term.token().clone();
+    let cancelled_at_close = Arc::new(AtomicBool::new(false));
+    logs.on_event({
+        let (order, cancelled_at_close) = (order.clone(), cancelled_at_close.clone());
+        move |e| {
+            if e.message
+                .starts_with("background leader lock connection closed")
+            {
+                cancelled_at_close.store(token.is_cancelled(), Ordering::SeqCst);
+                order.lock().unwrap().push("closed");
+            } else if e.message.starts_with("background leader lock lost") {
+                order.lock().unwrap().push("warn");
+            }
+        }
+    });
+    let waiter = tokio::spawn({
+        let (order, a) = (order.clone(), a.clone());
+        async move {
+            term.cancelled().await;
+            assert!(!a.is_leader() && gauge(&ra) == Some(0), "step 1 is whole");
+            order.lock().unwrap().push("waiter");
+        }
+    });
+    terminate(&observer, lock_pid(&observer).await).await;
+    tokio::time::timeout(2 * T, waiter).await.unwrap().unwrap();
+    wait_for(2 * T, || order.lock().unwrap().len() == 3)
+        .await
+        .expect("the close and the WARN line");
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let seen = order.lock().unwrap().clone();
+    (seen, cancelled_at_close.load(Ordering::SeqCst))
+}
+
+/// DEM-1 (review: term contexts end after the close): on a current-thread runtime, code that
+/// waits on a term wakes before the connection closes and before the WARN line.
+#[tokio::test(flavor = "current_thread")]
+async fn term_waiters_wake_before_the_close_on_a_current_thread_runtime() {
+    let (logs, _guard) = Logs::capture();
+    let (seen, cancelled_at_close) = demotion_sequence(&logs).await;
+    assert!(
+        cancelled_at_close,
+        "the term's token ended before the close"
+    );
+    assert_eq!(seen, ["waiter", "closed", "warn"]);
+}
+
+/// DEM-1 (review: term contexts end after the close): on a multi-thread runtime, every term
+/// token is cancelled before the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn term_tokens_end_before_the_close_on_a_multi_thread_runtime() {
+    let logs = Logs::capture_global();
+    let (seen, cancelled_at_close) = demotion_sequence(&logs).await;
+    assert!(
+        cancelled_at_close,
+        "the term's token ended before the close"
+    );
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let closed = seen.iter().position(|s| *s == "closed");
+    assert!(closed < seen.iter().position(|s| *s == "warn"), "{seen:?}");
 }

@@ -14,8 +14,8 @@ use crate::fixture::*;
 #[tokio::test]
 async fn ticks_run_only_on_the_leader() {
     let pg = Pg::start().await;
-    let (a, _ra) = pg.elector("a", T).await;
-    let (b, _rb) = pg.elector("b", T).await;
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (b, _rb) = elector_on(&pg.url(), "b", T).await;
     let (astop, arun) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
@@ -83,7 +83,7 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
-    let (a, _ra) = pg.elector("a", T).await;
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (astop, arun) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
 
@@ -172,7 +172,7 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
     assert_eq!(probe.check(), Ok(()));
 
     // READY-3: a standby tick passes.
-    let (b, _rb) = pg.elector("b", T).await;
+    let (b, _rb) = elector_on(&pg.url(), "b", T).await;
     let (bstop, brun) = spawn_run(&b);
     until_leader(&b, 3 * T).await;
     assert!(!a.is_leader() || a.current_term() == Some(2));
@@ -189,8 +189,8 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
 async fn demoted_leader_probe_clears_on_first_standby_tick() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
-    let (a, _ra) = pg.elector("a", T).await;
-    let (b, _rb) = pg.elector("b", T).await;
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (b, _rb) = elector_on(&pg.url(), "b", T).await;
     let (astop, arun) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let (bstop, brun) = spawn_run(&b);
@@ -225,7 +225,7 @@ async fn demoted_leader_probe_clears_on_first_standby_tick() {
 async fn while_leader_restarts_the_loop_each_term() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
-    let (a, _ra) = pg.elector("a", T).await;
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (astop, arun) = spawn_run(&a);
     let shutdown = CancellationToken::new();
     let terms = Arc::new(Mutex::new(Vec::new()));

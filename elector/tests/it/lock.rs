@@ -14,7 +14,7 @@ async fn leader_holds_the_two_int4_key_and_the_spec_query_finds_it() {
         "LOCK-3: no row before anyone leads"
     );
 
-    let (elector, registry) = pg.elector("replica-a", T).await;
+    let (elector, registry) = elector_on(&pg.url(), "replica-a", T).await;
     assert_eq!(gauge(&registry), Some(0));
     let (stop, run) = spawn_run(&elector);
     until_leader(&elector, 10 * T).await;
@@ -60,7 +60,7 @@ async fn leader_holds_the_two_int4_key_and_the_spec_query_finds_it() {
 #[tokio::test]
 async fn bigint_transaction_lock_does_not_collide() {
     let pg = Pg::start().await;
-    let (elector, _registry) = pg.elector("replica-a", T).await;
+    let (elector, _registry) = elector_on(&pg.url(), "replica-a", T).await;
     let (stop, run) = spawn_run(&elector);
     until_leader(&elector, 10 * T).await;
     let (term, leading) = elector.term(&stop);

@@ -6,6 +6,7 @@ mod fixture;
 mod config;
 mod demotion;
 mod launchers;
+mod leadership;
 mod lock;
 mod metrics;
 mod orphan;

@@ -57,7 +57,7 @@ async fn two_electors_on_one_registry_share_the_series() {
     let families: Vec<_> = registry
         .gather()
         .into_iter()
-        .filter(|mf| mf.name() == elector::GAUGE_NAME)
+        .filter(|mf| mf.name() == SPEC_GAUGE)
         .collect();
     assert_eq!(families.len(), 1);
     assert_eq!(families[0].get_metric().len(), 1, "one series");
@@ -69,4 +69,28 @@ async fn two_electors_on_one_registry_share_the_series() {
     stop.cancel();
     run.await.unwrap().unwrap();
     assert_eq!(gauge(&registry), Some(0));
+}
+
+/// MET-1, MET-2 (review: `Elector::new` zeroes a shared gauge): building a second elector on
+/// the registry of a leading one leaves the shared series at 1.
+#[tokio::test]
+async fn a_second_elector_keeps_the_gauge_of_a_leading_one() {
+    let pg = Pg::start().await;
+    let registry = prometheus::Registry::new();
+    let make = |app: &str| {
+        Elector::new(
+            Config::new(pg.pool(app, 2))
+                .check_interval(T)
+                .registry(registry.clone()),
+        )
+        .expect("an elector")
+    };
+    let a = make("a");
+    let (stop, run) = spawn_run(&a);
+    until_leader(&a, 10 * T).await;
+    assert_eq!(gauge(&registry), Some(1));
+    let _b = make("b");
+    assert_eq!(gauge(&registry), Some(1), "the leader's series stays 1");
+    stop.cancel();
+    run.await.unwrap().unwrap();
 }

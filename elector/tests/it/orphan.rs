@@ -13,7 +13,7 @@ use crate::fixture::*;
 async fn idle_session_timeout_is_set_at_grant() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
-    let (a, _r) = pg.elector("a", T).await;
+    let (a, _r) = elector_on(&pg.url(), "a", T).await;
     let (stop, run) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let pid = lock_pid(&observer).await;
@@ -37,8 +37,8 @@ async fn silent_leader_loses_the_lock_after_four_intervals() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
-    let (a, _ra) = pg.elector("a", T).await;
-    let (b, _rb) = pg.elector("b", T).await;
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (b, _rb) = elector_on(&pg.url(), "b", T).await;
     let token = CancellationToken::new();
     let mut frozen_run = Box::pin(a.run(token.clone()));
     tokio::select! {
@@ -82,7 +82,7 @@ async fn silent_leader_loses_the_lock_after_four_intervals() {
 async fn live_leader_keeps_the_lock() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
-    let (a, _r) = pg.elector("a", T).await;
+    let (a, _r) = elector_on(&pg.url(), "a", T).await;
     let (stop, run) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let (term, _) = a.term(&stop);
@@ -91,6 +91,32 @@ async fn live_leader_keeps_the_lock() {
     assert!(!term.is_cancelled());
     assert_eq!(lock_pid(&observer).await, pid);
     assert_eq!(a.current_term(), Some(1));
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}
+
+/// ORPH-1 (review: the term began before the bound was set): no term is live before the lock
+/// session's `idle_session_timeout` is set. Every byte to the server is delayed by T/2, so a
+/// term that began at the grant would be seen while the server still runs the attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_term_is_live_before_the_orphan_bound_is_set() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let proxy = Proxy::start(pg.port).await;
+    let (a, _r) = elector_on(&pg.url_via(proxy.port), "a", T).await;
+    proxy.latency("upstream", (T / 2).as_millis() as u64).await;
+    let (stop, run) = spawn_run(&a);
+    until_leader(&a, 10 * T).await;
+    let pid = lock_pid(&observer).await;
+    let query: String = observer
+        .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        query.starts_with("SET idle_session_timeout"),
+        "the term is live while the server's last statement is {query:?}"
+    );
     stop.cancel();
     run.await.unwrap().unwrap();
 }

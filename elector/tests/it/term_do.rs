@@ -12,10 +12,10 @@ use crate::fixture::*;
 #[tokio::test]
 async fn standby_term_is_cancelled_and_do_skips() {
     let pg = Pg::start().await;
-    let (leader, _r1) = pg.elector("leader", T).await;
+    let (leader, _r1) = elector_on(&pg.url(), "leader", T).await;
     let (lstop, lrun) = spawn_run(&leader);
     until_leader(&leader, 10 * T).await;
-    let (standby, _r2) = pg.elector("standby", T).await;
+    let (standby, _r2) = elector_on(&pg.url(), "standby", T).await;
     let (sstop, srun) = spawn_run(&standby);
     tokio::time::sleep(T / 2).await;
 
@@ -46,7 +46,7 @@ async fn standby_term_is_cancelled_and_do_skips() {
 #[tokio::test]
 async fn leader_term_lives_until_parent_ends_and_do_returns_fn_result() {
     let pg = Pg::start().await;
-    let (a, _r) = pg.elector("a", T).await;
+    let (a, _r) = elector_on(&pg.url(), "a", T).await;
     let (stop, run) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
 
@@ -83,7 +83,7 @@ async fn leadership_lost_while_fn_runs() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
-    let (a, _r) = pg.elector("a", T).await;
+    let (a, _r) = elector_on(&pg.url(), "a", T).await;
     let (stop, run) = spawn_run(&a);
     until_leader(&a, 10 * T).await;
     let pid = lock_pid(&observer).await;
@@ -108,4 +108,39 @@ async fn leadership_lost_while_fn_runs() {
     assert!(!live.is_cancelled());
     stop.cancel();
     run.await.unwrap().unwrap();
+}
+
+/// TERM-1 (review: a later loss replaced the first cause): the first cause wins, as with Go's
+/// `context.Cause`: a term whose parent ended first keeps `ParentEnded` after leadership is lost.
+#[tokio::test]
+async fn the_first_cause_of_a_term_wins() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (a, _r) = elector_on(&pg.url(), "a", T).await;
+    let (stop, run) = spawn_run(&a);
+    until_leader(&a, 10 * T).await;
+    let parent = CancellationToken::new();
+    let (first_parent, leading) = a.term(&parent);
+    assert!(leading);
+    let (first_loss, _) = a.term(&stop);
+    parent.cancel();
+    assert_eq!(first_parent.cause(), Some(TermCause::ParentEnded));
+
+    terminate(&observer, lock_pid(&observer).await).await;
+    tokio::time::timeout(2 * T, first_loss.cancelled())
+        .await
+        .expect("demoted");
+    assert_eq!(first_loss.cause(), Some(TermCause::LeadershipLost));
+    assert_eq!(
+        first_parent.cause(),
+        Some(TermCause::ParentEnded),
+        "the parent ended first"
+    );
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert_eq!(
+        first_loss.cause(),
+        Some(TermCause::LeadershipLost),
+        "the loss came first"
+    );
 }

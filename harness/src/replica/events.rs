@@ -1,19 +1,25 @@
-//! The replica's event stream: [`EventLine`]s on stdout, one per line, flushed per line; and the
-//! tracing layer that turns the elector's fixed log messages into events.
+//! The replica's event stream: [`EventLine`]s on stdout, one per line, flushed per line, built
+//! from typed values only: the elector's leadership watch, the supervisor's status watch, and
+//! what the replica itself does. No log message is parsed, so rewording a log line cannot change
+//! what the harness sees.
 //!
 //! Human-readable logs go to stderr (tracing's fmt layer, filtered by `RUST_LOG`, default
 //! `info`); stdout carries nothing but event lines.
 //!
-//! | elector log line (message prefix, level) | event |
-//! |---|---|
-//! | `background leader lock held elsewhere` (DEBUG) | `check_refused` |
-//! | `leader: acquire lock connection: …` (WARN, `error`) | `check_failed { error }` |
-//! | `background leader lock acquired` (INFO, `term`, `backend_pid`) | `acquired { term, backend_pid }` |
-//! | `background leader lock lost: …` (WARN, `term`, `error`) | `demoted { term, error }` |
-//! | `background leader lock released` (INFO) or `background leader unlock failed…` (WARN) | `released { term }` |
-//! | `background leader lock abandoned…` (WARN, after a panic or a dropped run) | `abandoned { term }` |
-//! | `worker ended; restarting` (WARN, `worker`, `exit`) | `worker { state: "restarting" }` |
-//! | `worker exhausted its restart budget…` (ERROR, `worker`, `exit`) | `worker { state: "exhausted" }` |
+//! | source | change | event |
+//! |---|---|---|
+//! | [`elector::Leadership`] | a new `last_check` that was refused | `check_refused` |
+//! | | a new `last_check` that failed | `check_failed { error }` |
+//! | | `role` leading a term not yet reported | `acquired { term, backend_pid }` |
+//! | | `last_term` ended by a loss | `demoted { term, error }` |
+//! | | `last_term` released | `released { term, outcome, reason }` |
+//! | | `last_term` abandoned | `abandoned { term, panicked }` |
+//! | worker statuses | a worker's restart count grew, or it is restarting | `worker { state: "restarting" }` |
+//! | | a worker exhausted its budget | `worker { state: "exhausted" }` |
+//!
+//! A watch keeps the latest value: a term that began and ended between two looks is still
+//! reported (its `acquired` from the ended term's record, then its end); standby checks that
+//! came between two looks are reported once, as the latest.
 //!
 //! The replica itself emits `started`, `boot_pass`, `ready`, `tick` (from the leader ticker's
 //! `on_tick`, standby ticks left out), `shutdown`, and `worker { state: "stopped" }` for each
@@ -24,14 +30,16 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tracing::field::{Field, Visit};
-use tracing::{Level, Subscriber};
-use tracing_subscriber::filter::{EnvFilter, Targets};
-use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use elector::leadership::{Abandon, CheckOutcome, EndedTerm, Release, TermEnd};
+use elector::supervisor::{WorkerState, WorkerStatus};
+use elector::{Leadership, Role};
+use tokio::sync::watch;
+use tracing_subscriber::filter::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::Layer;
 
-use crate::event::{EventLine, ReplicaEvent};
+use crate::event::{EventLine, ReleaseOutcome, ReplicaEvent};
 
 /// Writes event lines for one replica to stdout. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -67,214 +75,294 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Installs the replica's subscriber: fmt to stderr under `RUST_LOG` (default `info`), and the
-/// event layer, which sees the elector's events down to DEBUG whatever `RUST_LOG` says.
-pub(crate) fn init_tracing(emitter: Emitter) {
+/// Installs the replica's subscriber: human-readable lines on stderr under `RUST_LOG` (default
+/// `info`).
+pub(crate) fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_filter(filter);
-    let events =
-        EventLayer { emitter }.with_filter(Targets::new().with_target("elector", Level::DEBUG));
-    let _ = tracing_subscriber::registry()
-        .with(fmt)
-        .with(events)
-        .try_init();
+    let _ = tracing_subscriber::registry().with(fmt).try_init();
 }
 
-/// Turns the elector's log events into [`ReplicaEvent`]s, matching on the fixed message prefix
-/// and reading the structured fields.
-struct EventLayer {
+/// What the leadership stream has reported so far.
+#[derive(Debug, Default)]
+pub(crate) struct SeenLeadership {
+    acquired: u64,
+    ended: u64,
+    checks: u64,
+}
+
+impl SeenLeadership {
+    /// The events that take the stream from what was reported to `state`, in order.
+    pub(crate) fn advance(&mut self, state: &Leadership) -> Vec<ReplicaEvent> {
+        let mut events = Vec::new();
+        if let Some(check) = &state.last_check {
+            if check.number > self.checks {
+                self.checks = check.number;
+                events.push(match &check.outcome {
+                    CheckOutcome::Refused => ReplicaEvent::CheckRefused,
+                    CheckOutcome::Failed { error } => ReplicaEvent::CheckFailed {
+                        error: error.clone(),
+                    },
+                });
+            }
+        }
+        if let Some(ended) = &state.last_term {
+            if ended.term.number > self.ended {
+                self.acquire(ended.term.number, ended.term.backend_pid, &mut events);
+                self.ended = ended.term.number;
+                events.push(end_event(ended));
+            }
+        }
+        if let Role::Leading(term) = &state.role {
+            self.acquire(term.number, term.backend_pid, &mut events);
+        }
+        events
+    }
+
+    fn acquire(&mut self, term: u64, backend_pid: i32, events: &mut Vec<ReplicaEvent>) {
+        if term > self.acquired {
+            self.acquired = term;
+            events.push(ReplicaEvent::Acquired { term, backend_pid });
+        }
+    }
+}
+
+fn end_event(ended: &EndedTerm) -> ReplicaEvent {
+    let term = ended.term.number;
+    match &ended.end {
+        TermEnd::Lost { cause } => ReplicaEvent::Demoted {
+            term,
+            error: cause.clone(),
+        },
+        TermEnd::Released(release) => {
+            let (outcome, reason) = match release {
+                Release::Unlocked => (ReleaseOutcome::Unlocked, None),
+                Release::Refused { reason } => (ReleaseOutcome::Refused, Some(reason.clone())),
+                Release::TimedOut => (ReleaseOutcome::TimedOut, None),
+            };
+            ReplicaEvent::Released {
+                term,
+                outcome,
+                reason,
+            }
+        }
+        TermEnd::Abandoned(how) => ReplicaEvent::Abandoned {
+            term,
+            panicked: *how == Abandon::Panicked,
+        },
+    }
+}
+
+/// Streams the elector's leadership watch as events until the elector goes away.
+pub(crate) fn stream_leadership(emitter: Emitter, mut changes: watch::Receiver<Leadership>) {
+    tokio::spawn(async move {
+        let mut seen = SeenLeadership::default();
+        loop {
+            let events = seen.advance(&changes.borrow_and_update());
+            for event in events {
+                emitter.emit(event);
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// The worker events between two snapshots of the statuses: a restart (the count grew, or the
+/// worker is waiting for one) and an exhausted budget. Stops are reported at shutdown.
+pub(crate) fn worker_events(
+    before: &BTreeMap<String, WorkerStatus>,
+    now: &BTreeMap<String, WorkerStatus>,
+) -> Vec<ReplicaEvent> {
+    let mut events = Vec::new();
+    for (name, status) in now {
+        let (restarts, state) = before
+            .get(name)
+            .map_or((0, WorkerState::Stopped), |s| (s.restarts, s.state.clone()));
+        // A restart shows as the restarting state, or (when that state came and went between
+        // two looks) as a grown count; once seen as restarting, the same restart is not repeated.
+        let restarting = (status.state == WorkerState::Restarting || status.restarts > restarts)
+            && state != WorkerState::Restarting;
+        let exhausted = status.state == WorkerState::Exhausted && state != WorkerState::Exhausted;
+        for (happened, what) in [(restarting, "restarting"), (exhausted, "exhausted")] {
+            if happened {
+                events.push(ReplicaEvent::Worker {
+                    worker: name.clone(),
+                    state: what.to_owned(),
+                    exit: status.last_exit.clone(),
+                });
+            }
+        }
+    }
+    events
+}
+
+/// Streams the supervisor's status watch as worker events until the supervisor goes away.
+pub(crate) fn stream_workers(
     emitter: Emitter,
-}
-
-impl<S: Subscriber> Layer<S> for EventLayer {
-    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        if let Some(mapped) = map(&fields) {
-            self.emitter.emit(mapped);
+    mut changes: watch::Receiver<BTreeMap<String, WorkerStatus>>,
+) {
+    tokio::spawn(async move {
+        let mut before = changes.borrow_and_update().clone();
+        while changes.changed().await.is_ok() {
+            let now = changes.borrow_and_update().clone();
+            for event in worker_events(&before, &now) {
+                emitter.emit(event);
+            }
+            before = now;
         }
-    }
-}
-
-/// The mapping from the elector's fixed messages to events (see `elector/src/run.rs`,
-/// `session.rs`, `supervisor.rs`).
-fn map(f: &Fields) -> Option<ReplicaEvent> {
-    let msg = f.message.as_str();
-    let event = if msg.starts_with("background leader lock held elsewhere") {
-        ReplicaEvent::CheckRefused
-    } else if msg.starts_with("leader: acquire lock connection:") {
-        ReplicaEvent::CheckFailed {
-            error: f.text("error").unwrap_or_else(|| {
-                msg.trim_start_matches("leader: acquire lock connection:")
-                    .trim()
-                    .to_owned()
-            }),
-        }
-    } else if msg.starts_with("background leader lock acquired") {
-        ReplicaEvent::Acquired {
-            term: f.u64("term")?,
-            backend_pid: i32::try_from(f.i64("backend_pid")?).ok()?,
-        }
-    } else if msg.starts_with("background leader lock lost") {
-        ReplicaEvent::Demoted {
-            term: f.u64("term")?,
-            error: f.text("error").unwrap_or_default(),
-        }
-    } else if msg.starts_with("background leader lock released")
-        || msg.starts_with("background leader unlock failed")
-    {
-        // A failed unlock still releases: the session is closed right after, and the server
-        // drops the lock with it.
-        ReplicaEvent::Released {
-            term: f.u64("term")?,
-        }
-    } else if msg.starts_with("background leader lock abandoned") {
-        ReplicaEvent::Abandoned {
-            term: f.u64("term")?,
-        }
-    } else if msg.starts_with("worker ended; restarting") {
-        ReplicaEvent::Worker {
-            worker: f.text("worker")?,
-            state: "restarting".to_owned(),
-            exit: f.text("exit"),
-        }
-    } else if msg.starts_with("worker exhausted its restart budget") {
-        ReplicaEvent::Worker {
-            worker: f.text("worker")?,
-            state: "exhausted".to_owned(),
-            exit: f.text("exit"),
-        }
-    } else {
-        return None;
-    };
-    Some(event)
-}
-
-/// The fields of one event, as text and, where recorded so, as numbers.
-#[derive(Default, Debug)]
-struct Fields {
-    message: String,
-    text: BTreeMap<&'static str, String>,
-    unsigned: BTreeMap<&'static str, u64>,
-    signed: BTreeMap<&'static str, i64>,
-}
-
-impl Fields {
-    fn text(&self, name: &str) -> Option<String> {
-        self.text.get(name).cloned()
-    }
-
-    fn u64(&self, name: &str) -> Option<u64> {
-        self.unsigned
-            .get(name)
-            .copied()
-            .or_else(|| self.signed.get(name).and_then(|v| u64::try_from(*v).ok()))
-            .or_else(|| self.text.get(name).and_then(|v| v.parse().ok()))
-    }
-
-    fn i64(&self, name: &str) -> Option<i64> {
-        self.signed
-            .get(name)
-            .copied()
-            .or_else(|| self.unsigned.get(name).and_then(|v| i64::try_from(*v).ok()))
-            .or_else(|| self.text.get(name).and_then(|v| v.parse().ok()))
-    }
-}
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let text = format!("{value:?}");
-        if field.name() == "message" {
-            self.message = text;
-        } else {
-            self.text.insert(field.name(), text);
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.message = value.to_owned();
-        } else {
-            self.text.insert(field.name(), value.to_owned());
-        }
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.unsigned.insert(field.name(), value);
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.signed.insert(field.name(), value);
-    }
+    });
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
+    use elector::leadership::{StandbyCheck, TermInfo};
+
     use super::*;
 
-    fn fields(message: &str, pairs: &[(&'static str, &str)]) -> Fields {
-        let mut f = Fields {
-            message: message.to_owned(),
-            ..Fields::default()
-        };
-        for (k, v) in pairs {
-            f.text.insert(k, (*v).to_owned());
+    fn term(number: u64) -> TermInfo {
+        TermInfo {
+            number,
+            since: SystemTime::UNIX_EPOCH,
+            backend_pid: 70 + number as i32,
         }
-        f
+    }
+
+    fn ended(number: u64, end: TermEnd) -> Option<EndedTerm> {
+        Some(EndedTerm {
+            term: term(number),
+            at: SystemTime::UNIX_EPOCH,
+            end,
+        })
+    }
+
+    fn check(number: u64, outcome: CheckOutcome) -> Option<StandbyCheck> {
+        Some(StandbyCheck {
+            number,
+            at: SystemTime::UNIX_EPOCH,
+            outcome,
+        })
     }
 
     #[test]
-    fn maps_the_elector_messages() {
-        let mut acquired = fields("background leader lock acquired", &[]);
-        acquired.unsigned.insert("term", 3);
-        acquired.signed.insert("backend_pid", 77);
+    fn each_transition_is_reported_once_in_order() {
+        let mut seen = SeenLeadership::default();
+        let mut state = Leadership {
+            last_check: check(1, CheckOutcome::Refused),
+            ..Leadership::default()
+        };
+        assert_eq!(seen.advance(&state), [ReplicaEvent::CheckRefused]);
+        assert_eq!(seen.advance(&state), []);
+        state.last_check = check(
+            2,
+            CheckOutcome::Failed {
+                error: "pool: timed out".into(),
+            },
+        );
+        state.role = Role::Leading(term(1));
         assert_eq!(
-            map(&acquired),
-            Some(ReplicaEvent::Acquired {
+            seen.advance(&state),
+            [
+                ReplicaEvent::CheckFailed {
+                    error: "pool: timed out".into()
+                },
+                ReplicaEvent::Acquired {
+                    term: 1,
+                    backend_pid: 71
+                }
+            ]
+        );
+        state.role = Role::Standby;
+        state.last_term = ended(
+            1,
+            TermEnd::Lost {
+                cause: "no answer within 200ms".into(),
+            },
+        );
+        assert_eq!(
+            seen.advance(&state),
+            [ReplicaEvent::Demoted {
+                term: 1,
+                error: "no answer within 200ms".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_term_that_came_and_went_unseen_is_still_reported() {
+        let mut seen = SeenLeadership::default();
+        let state = Leadership {
+            role: Role::Leading(term(3)),
+            last_term: ended(2, TermEnd::Released(Release::TimedOut)),
+            last_check: None,
+        };
+        assert_eq!(
+            seen.advance(&state),
+            [
+                ReplicaEvent::Acquired {
+                    term: 2,
+                    backend_pid: 72
+                },
+                ReplicaEvent::Released {
+                    term: 2,
+                    outcome: ReleaseOutcome::TimedOut,
+                    reason: None
+                },
+                ReplicaEvent::Acquired {
+                    term: 3,
+                    backend_pid: 73
+                },
+            ]
+        );
+        let abandoned = Leadership {
+            last_term: ended(3, TermEnd::Abandoned(Abandon::Panicked)),
+            ..Leadership::default()
+        };
+        assert_eq!(
+            seen.advance(&abandoned),
+            [ReplicaEvent::Abandoned {
                 term: 3,
-                backend_pid: 77
-            })
+                panicked: true
+            }]
         );
-        let failed = fields(
-            "leader: acquire lock connection: pool: timed out",
-            &[("error", "pool: timed out")],
-        );
+    }
+
+    fn status(state: WorkerState, restarts: u32) -> BTreeMap<String, WorkerStatus> {
+        let name = "sse-relay".to_owned();
+        let status = WorkerStatus {
+            name: name.clone(),
+            state,
+            restarts,
+            last_exit: Some("panicked: x".into()),
+        };
+        BTreeMap::from([(name, status)])
+    }
+
+    #[test]
+    fn worker_restarts_and_exhaustion_are_reported_once() {
+        let running = status(WorkerState::Running, 0);
+        let restarting = status(WorkerState::Restarting, 0);
+        let again = status(WorkerState::Running, 1);
+        let exhausted = status(WorkerState::Exhausted, 1);
+        let event = |state: &str| ReplicaEvent::Worker {
+            worker: "sse-relay".into(),
+            state: state.into(),
+            exit: Some("panicked: x".into()),
+        };
+        assert_eq!(worker_events(&running, &restarting), [event("restarting")]);
+        assert_eq!(worker_events(&restarting, &again), []);
         assert_eq!(
-            map(&failed),
-            Some(ReplicaEvent::CheckFailed {
-                error: "pool: timed out".into()
-            })
+            worker_events(&running, &again),
+            [event("restarting")],
+            "a restart seen only by its count"
         );
-        let mut lost = fields(
-            "background leader lock lost: no answer",
-            &[("error", "no answer")],
-        );
-        lost.unsigned.insert("term", 2);
-        assert_eq!(
-            map(&lost),
-            Some(ReplicaEvent::Demoted {
-                term: 2,
-                error: "no answer".into()
-            })
-        );
-        let mut abandoned = fields("background leader lock abandoned after a panic", &[]);
-        abandoned.unsigned.insert("term", 1);
-        assert_eq!(map(&abandoned), Some(ReplicaEvent::Abandoned { term: 1 }));
-        let exhausted = fields(
-            "worker exhausted its restart budget and stays down",
-            &[("worker", "audit-archiver"), ("exit", "panicked: x")],
-        );
-        assert_eq!(
-            map(&exhausted),
-            Some(ReplicaEvent::Worker {
-                worker: "audit-archiver".into(),
-                state: "exhausted".into(),
-                exit: Some("panicked: x".into())
-            })
-        );
-        assert_eq!(map(&fields("background leader check passed", &[])), None);
+        assert_eq!(worker_events(&again, &exhausted), [event("exhausted")]);
+        assert_eq!(worker_events(&exhausted, &exhausted), []);
     }
 }

@@ -14,7 +14,7 @@
 //! | the loops and their passes, boot passes | `loops` |
 //! | fault injection through `/control` | [`control`] |
 //! | the HTTP server | `http` |
-//! | tracing → event lines on stdout | `events` |
+//! | the event stream on stdout, from the elector's and the supervisor's watches | `events` |
 //! | the wire types of the HTTP API, shared by server and client | [`api`] |
 //! | the parent side: spawn, signal and query a replica process | [`handle`] |
 
@@ -159,7 +159,7 @@ impl ReplicaArgs {
 /// A database that goes away later is not an error: the elector logs and retries.
 pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
     let emitter = events::Emitter::new(&args.name);
-    events::init_tracing(emitter.clone());
+    events::init_tracing();
 
     let mut sigterm = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
@@ -212,10 +212,12 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
             tick,
         );
         boot = Some(loops::wire(&ctx, &mut supervisor, &readiness));
+        events::stream_leadership(emitter.clone(), elector.subscribe());
         elector_handle = Some(elector);
     }
     readiness.add(supervisor.probe());
     let statuses = supervisor.statuses();
+    events::stream_workers(emitter.clone(), statuses.subscribe());
 
     let listener = tokio::net::TcpListener::bind(args.http)
         .await

@@ -220,10 +220,14 @@ async fn crashing_the_election_worker_abandons_the_lock() {
     l.set_worker_mode(elector::supervisor::ELECTION_WORKER, WorkerMode::Crash)
         .await
         .expect("control");
-    // Not a timing bound: the panic hook captures and resolves a stack before the unwinding
-    // drops the election (slow in a debug build).
     l.wait_for_event(lmark, Duration::from_secs(4), |e| {
-        matches!(e, ReplicaEvent::Abandoned { term: 1 })
+        matches!(
+            e,
+            ReplicaEvent::Abandoned {
+                term: 1,
+                panicked: true
+            }
+        )
     })
     .await
     .expect("abandoned");

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use harness::event::ReplicaEvent;
+use harness::event::{ReleaseOutcome, ReplicaEvent};
 
 use crate::fixture::{lock_holder, start_many, the_leader, Pg, SLACK, T};
 
@@ -204,7 +204,11 @@ async fn sigterm_releases_and_exits_zero() {
     assert!(shutdown_at < released_at, "shutdown comes first");
     assert!(matches!(
         released.event(),
-        ReplicaEvent::Released { term: 1 }
+        ReplicaEvent::Released {
+            term: 1,
+            outcome: ReleaseOutcome::Unlocked,
+            reason: None
+        }
     ));
     let stopped = r.history()[mark..]
         .iter()

@@ -1,0 +1,224 @@
+//! Which container image each service runs: the one named in the environment, else the one
+//! `ci/build-images.sh` built on this machine, else the upstream image a user with a registry
+//! would pull. The choice is printed once per service, so a pull error is never a mystery.
+//!
+//! | service | environment | built locally | upstream |
+//! |---|---|---|---|
+//! | PostgreSQL | `ELECTOR_POSTGRES_IMAGE` | `elector-local/postgres:15` | `postgres:15` |
+//! | PgBouncer | `ELECTOR_PGBOUNCER_IMAGE` | `elector-local/pgbouncer:1.18` | `edoburu/pgbouncer:latest` |
+//! | Toxiproxy | `ELECTOR_TOXIPROXY_IMAGE` | `elector-local/toxiproxy:dev` | `ghcr.io/shopify/toxiproxy:2.12.0` |
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What to tell a user whose image is missing.
+pub const BUILD_HINT: &str = "without a registry, build the local images with \
+`bash ci/build-images.sh` (they are then used when no image is named), or name images with \
+ELECTOR_POSTGRES_IMAGE, ELECTOR_PGBOUNCER_IMAGE and ELECTOR_TOXIPROXY_IMAGE";
+
+/// One service's image names: its environment variable, its local build and its upstream image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Service {
+    /// The service's name, for messages.
+    pub name: &'static str,
+    /// The environment variable that names its image.
+    pub env: &'static str,
+    /// The image `ci/build-images.sh` builds.
+    pub local: &'static str,
+    /// The upstream image.
+    pub upstream: &'static str,
+}
+
+/// PostgreSQL, with the upstream `postgres` image's contract.
+pub const POSTGRES: Service = Service {
+    name: "postgres",
+    env: "ELECTOR_POSTGRES_IMAGE",
+    local: "elector-local/postgres:15",
+    upstream: "postgres:15",
+};
+
+/// PgBouncer, with the `edoburu/pgbouncer` environment contract (`DB_HOST`, `DB_PORT`,
+/// `DB_USER`, `DB_PASSWORD`, `DB_NAME`, `POOL_MODE`, `AUTH_TYPE`, `LISTEN_PORT`).
+pub const PGBOUNCER: Service = Service {
+    name: "pgbouncer",
+    env: "ELECTOR_PGBOUNCER_IMAGE",
+    local: "elector-local/pgbouncer:1.18",
+    upstream: "edoburu/pgbouncer:latest",
+};
+
+/// A Toxiproxy server (upstream or the workspace's), HTTP API on 8474.
+pub const TOXIPROXY: Service = Service {
+    name: "toxiproxy",
+    env: "ELECTOR_TOXIPROXY_IMAGE",
+    local: "elector-local/toxiproxy:dev",
+    upstream: "ghcr.io/shopify/toxiproxy:2.12.0",
+};
+
+/// An image reference, `name:tag` (`name` may carry a registry and a port, e.g.
+/// `localhost:5000/postgres:15`; without a tag, `latest`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ImageRef {
+    /// The repository, e.g. `postgres` or `ghcr.io/shopify/toxiproxy`.
+    pub name: String,
+    /// The tag, e.g. `15`.
+    pub tag: String,
+}
+
+impl ImageRef {
+    /// Parses `name[:tag]`; never fails (an empty tag becomes `latest`).
+    pub fn parse(reference: &str) -> ImageRef {
+        let reference = reference.trim();
+        match reference.rsplit_once(':') {
+            Some((name, tag)) if !tag.is_empty() && !tag.contains('/') => ImageRef {
+                name: name.to_owned(),
+                tag: tag.to_owned(),
+            },
+            _ => ImageRef {
+                name: reference.trim_end_matches(':').to_owned(),
+                tag: "latest".to_owned(),
+            },
+        }
+    }
+}
+
+impl FromStr for ImageRef {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(ImageRef::parse(s))
+    }
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.name, self.tag)
+    }
+}
+
+/// Why an image was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Named by the service's environment variable (or a flag).
+    Named,
+    /// Built on this machine by `ci/build-images.sh`.
+    Local,
+    /// The upstream image (pulled when missing).
+    Upstream,
+}
+
+impl Service {
+    /// The image named in the environment, if any.
+    pub fn named(&self) -> Option<ImageRef> {
+        std::env::var(self.env)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| ImageRef::parse(&v))
+    }
+
+    /// The image to run: named, else local when Docker has it, else upstream; prints the choice.
+    pub async fn resolve(&self) -> ImageRef {
+        let (image, source) = match self.named() {
+            Some(image) => (image, Source::Named),
+            None if local_image_exists(self.local).await => {
+                (ImageRef::parse(self.local), Source::Local)
+            }
+            None => (ImageRef::parse(self.upstream), Source::Upstream),
+        };
+        eprintln!("{}", self.describe(&image, source));
+        image
+    }
+
+    /// One line saying which image runs and why.
+    pub fn describe(&self, image: &ImageRef, source: Source) -> String {
+        let why = match source {
+            Source::Named => format!("named by {}", self.env),
+            Source::Local => format!(
+                "built locally by ci/build-images.sh; {} is not set",
+                self.env
+            ),
+            Source::Upstream => format!(
+                "upstream; neither {} nor the local build {} exists",
+                self.env, self.local
+            ),
+        };
+        format!("[testkit] {} image: {image} ({why})", self.name)
+    }
+}
+
+/// Whether the Docker daemon has `image` (false when Docker cannot be asked).
+pub async fn local_image_exists(image: &str) -> bool {
+    match bollard::Docker::connect_with_local_defaults() {
+        Ok(docker) => docker.inspect_image(image).await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// The three images a topology runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Images {
+    /// PostgreSQL.
+    pub postgres: ImageRef,
+    /// PgBouncer.
+    pub pgbouncer: ImageRef,
+    /// Toxiproxy.
+    pub toxiproxy: ImageRef,
+}
+
+impl Images {
+    /// The upstream images.
+    pub fn upstream() -> Images {
+        Images {
+            postgres: ImageRef::parse(POSTGRES.upstream),
+            pgbouncer: ImageRef::parse(PGBOUNCER.upstream),
+            toxiproxy: ImageRef::parse(TOXIPROXY.upstream),
+        }
+    }
+
+    /// Each service's image: named, else local, else upstream (see [`Service::resolve`]).
+    pub async fn resolve() -> Images {
+        Images {
+            postgres: POSTGRES.resolve().await,
+            pgbouncer: PGBOUNCER.resolve().await,
+            toxiproxy: TOXIPROXY.resolve().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_references() {
+        let r = ImageRef::parse("postgres:15");
+        assert_eq!((r.name.as_str(), r.tag.as_str()), ("postgres", "15"));
+        let r = ImageRef::parse("localhost:5000/pg");
+        assert_eq!(
+            (r.name.as_str(), r.tag.as_str()),
+            ("localhost:5000/pg", "latest")
+        );
+        let r = ImageRef::parse("localhost:5000/pg:16");
+        assert_eq!(
+            (r.name.as_str(), r.tag.as_str()),
+            ("localhost:5000/pg", "16")
+        );
+        let r = ImageRef::parse("ghcr.io/shopify/toxiproxy:2.12.0");
+        assert_eq!(r.to_string(), "ghcr.io/shopify/toxiproxy:2.12.0");
+        assert_eq!(ImageRef::parse("busybox").to_string(), "busybox:latest");
+    }
+
+    #[test]
+    fn says_why_an_image_was_chosen() {
+        let local = ImageRef::parse(POSTGRES.local);
+        let line = POSTGRES.describe(&local, Source::Local);
+        assert_eq!(
+            line,
+            "[testkit] postgres image: elector-local/postgres:15 (built locally by \
+             ci/build-images.sh; ELECTOR_POSTGRES_IMAGE is not set)"
+        );
+        let up = ImageRef::parse(POSTGRES.upstream);
+        assert!(POSTGRES
+            .describe(&up, Source::Upstream)
+            .contains("postgres:15 (upstream; neither ELECTOR_POSTGRES_IMAGE nor the local build"));
+    }
+}

@@ -1,0 +1,18 @@
+//! Test fixtures shared by the workspace's tests and benches (dev-only: nothing here ships).
+//!
+//! | concern | module |
+//! |---|---|
+//! | which container image to run (named, locally built, or upstream) | [`images`] |
+//! | a real PostgreSQL in a container, pools, observer queries on it | [`pg`] |
+//! | a Toxiproxy server in front of it, and the faults it injects | [`proxy`] |
+//! | capturing tracing events in order | [`logs`] |
+
+pub mod images;
+pub mod logs;
+pub mod pg;
+pub mod proxy;
+
+pub use images::{ImageRef, Images};
+pub use logs::{Event, Logs};
+pub use pg::{backend_gone, leader_rows, pool_for, Pg, SPEC_LEADER_QUERY};
+pub use proxy::Proxy;

@@ -1,0 +1,193 @@
+//! A real PostgreSQL in a container of its own, and the observer queries tests run against it.
+
+use std::time::Duration;
+
+use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod, Runtime};
+use testcontainers::core::ExecCommand;
+use testcontainers::{runners::AsyncRunner, ContainerAsync, ImageExt};
+use testcontainers_modules::postgres::Postgres;
+use tokio::time::Instant;
+use tokio_postgres::NoTls;
+
+use crate::images::{BUILD_HINT, POSTGRES};
+
+/// The spec's leader-finding query, copied from the reference page's text (never from the
+/// elector's own constant, so a typo in the crate cannot pass its own test).
+pub const SPEC_LEADER_QUERY: &str = "SELECT pid, granted
+FROM pg_locks
+WHERE locktype = 'advisory'
+  AND classid = 1886156915
+  AND objid = 1
+  AND objsubid = 2
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database());";
+
+/// How the server is started.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// Trust every client instead of SCRAM (a debug build spends ~120 ms of CPU per SCRAM
+    /// handshake, which a small T cannot afford in tests that connect often). Default: false.
+    pub trust: bool,
+    /// The value of the `org.elector.test` label, naming the suite. Default: `testkit`.
+    pub label: &'static str,
+    /// Extra `-c name=value` settings for the server.
+    pub settings: Vec<(String, String)>,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            trust: false,
+            label: "testkit",
+            settings: Vec::new(),
+        }
+    }
+}
+
+/// A PostgreSQL server (database `plexsphere`, user and password `postgres`); removed on drop.
+pub struct Pg {
+    /// The container.
+    pub container: ContainerAsync<Postgres>,
+    /// The host port mapped to 5432.
+    pub port: u16,
+}
+
+impl Pg {
+    /// Starts a server with the default options.
+    pub async fn start() -> Pg {
+        Pg::start_with(PgOptions::default()).await
+    }
+
+    /// Starts a server; panics with a clear message when Docker or the image is missing.
+    pub async fn start_with(options: PgOptions) -> Pg {
+        let image = POSTGRES.resolve().await;
+        let mut request = Postgres::default()
+            .with_db_name("plexsphere")
+            .with_name(&image.name)
+            .with_tag(&image.tag)
+            .with_label("org.elector.test", options.label);
+        if options.trust {
+            request = request.with_env_var("POSTGRES_HOST_AUTH_METHOD", "trust");
+        }
+        if !options.settings.is_empty() {
+            let mut cmd = vec!["postgres".to_owned()];
+            for (name, value) in &options.settings {
+                cmd.push("-c".to_owned());
+                cmd.push(format!("{name}={value}"));
+            }
+            request = request.with_cmd(cmd);
+        }
+        let container = request.start().await.unwrap_or_else(|e| {
+            panic!("could not start PostgreSQL from {image} ({e}). Is Docker running? {BUILD_HINT}")
+        });
+        let port = container
+            .get_host_port_ipv4(5432)
+            .await
+            .expect("the container maps 5432");
+        Pg { container, port }
+    }
+
+    /// The URL of the `plexsphere` database on `port` (this server's, or a proxy's in front).
+    pub fn url_via(&self, port: u16) -> String {
+        format!("postgres://postgres:postgres@127.0.0.1:{port}/plexsphere")
+    }
+
+    /// The URL of the `plexsphere` database.
+    pub fn url(&self) -> String {
+        self.url_via(self.port)
+    }
+
+    /// A pool whose connections carry `application_name = app`.
+    pub fn pool(&self, app: &str, max_size: usize) -> Pool {
+        pool_for(&self.url(), app, max_size, RecyclingMethod::Fast)
+    }
+
+    /// A direct observer connection (never through a pool or a proxy).
+    pub async fn observer(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.url(), NoTls)
+            .await
+            .expect("the observer connects");
+        tokio::spawn(conn);
+        client
+    }
+
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to a server process inside the container.
+    pub async fn signal_backend(&self, pid: i32, signal: &str) {
+        let command = ExecCommand::new(["kill".to_owned(), format!("-{signal}"), pid.to_string()]);
+        let mut out = self
+            .container
+            .exec(command)
+            .await
+            .expect("docker exec kill");
+        // Reading the output to its end waits for the command to finish.
+        let stderr = out.stderr_to_vec().await.expect("exec stderr");
+        let code = out.exit_code().await.expect("exit code");
+        let stderr = String::from_utf8_lossy(&stderr);
+        assert_eq!(code, Some(0), "kill -{signal} {pid}: {stderr}");
+    }
+}
+
+/// A pool for `url` with the given recycling method.
+pub fn pool_for(url: &str, app: &str, max_size: usize, recycling: RecyclingMethod) -> Pool {
+    let mut cfg = deadpool_postgres::Config::new();
+    cfg.url = Some(url.to_owned());
+    cfg.application_name = Some(app.to_owned());
+    cfg.manager = Some(ManagerConfig {
+        recycling_method: recycling,
+    });
+    cfg.pool = Some(deadpool_postgres::PoolConfig::new(max_size));
+    cfg.create_pool(Some(Runtime::Tokio1), NoTls)
+        .expect("a valid pool config")
+}
+
+/// The spec's leader query, verbatim, joined by the test to pg_stat_activity:
+/// `(pid, granted, application_name)` per row.
+pub async fn leader_rows(observer: &tokio_postgres::Client) -> Vec<(i32, bool, String)> {
+    let rows = observer
+        .query(SPEC_LEADER_QUERY, &[])
+        .await
+        .expect("the leader query");
+    let mut out = Vec::new();
+    for row in rows {
+        let pid: i32 = row.get(0);
+        let app: Option<String> = observer
+            .query_opt(
+                "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .map(|r| r.get(0));
+        out.push((pid, row.get(1), app.unwrap_or_default()));
+    }
+    out
+}
+
+/// Whether backend `pid` is gone from pg_stat_activity within `limit` (polled every 5 ms).
+pub async fn backend_gone(observer: &tokio_postgres::Client, pid: i32, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() <= limit {
+        let alive: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if alive == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
+/// Terminates backend `pid` from the observer connection.
+pub async fn terminate(observer: &tokio_postgres::Client, pid: i32) {
+    let done: bool = observer
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .expect("pg_terminate_backend")
+        .get(0);
+    assert!(done, "pg_terminate_backend({pid})");
+}
