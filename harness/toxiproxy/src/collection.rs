@@ -106,8 +106,9 @@ impl Proxies {
 
     /// `POST /populate`: creates or replaces each proxy of a list. The whole list is validated
     /// first; a proxy whose listen and upstream are unchanged is kept as it is (toxics and
-    /// connections included), a changed one is replaced. On an error the proxies applied so
-    /// far stay, and the error is returned with them.
+    /// connections included; the listen address is compared resolved, so `localhost:8666`
+    /// keeps a proxy bound to `127.0.0.1:8666`), a changed one is replaced. On an error the
+    /// proxies applied so far stay, and the error is returned with them.
     pub async fn populate(&mut self, body: &Value) -> (Vec<ProxyView>, Option<ApiError>) {
         let inputs = match self.parse_populate(body) {
             Ok(inputs) => inputs,
@@ -155,7 +156,7 @@ impl Proxies {
 
     async fn add_or_replace(&mut self, input: ProxyInput) -> Result<ProxyView, ApiError> {
         if let Some(existing) = self.map.get_mut(&input.name) {
-            if existing.listen == input.listen && existing.upstream == input.upstream {
+            if !existing.differs(&input.listen, &input.upstream).await? {
                 return Ok(existing.view());
             }
             existing.stop().await;
@@ -176,8 +177,8 @@ impl Proxies {
         Ok(view)
     }
 
-    /// `POST /proxies/{name}`: changes listen, upstream or enabled (a changed address
-    /// restarts the proxy, which closes its connections).
+    /// `POST /proxies/{name}`: changes listen, upstream or enabled (a changed address, compared
+    /// resolved like `populate` does, restarts the proxy, which closes its connections).
     pub async fn update(&mut self, name: &str, body: &Value) -> Result<ProxyView, ApiError> {
         let proxy = self.get_mut(name)?;
         let obj = body.as_object().ok_or_else(|| {
@@ -186,7 +187,7 @@ impl Proxies {
         let listen = opt_string(obj, "listen")?.unwrap_or_else(|| proxy.listen.clone());
         let upstream = opt_string(obj, "upstream")?.unwrap_or_else(|| proxy.upstream.clone());
         let enabled = opt_bool(obj, "enabled")?.unwrap_or(proxy.enabled());
-        if listen != proxy.listen || upstream != proxy.upstream {
+        if proxy.differs(&listen, &upstream).await? {
             proxy.stop().await;
             proxy.listen = listen;
             proxy.upstream = upstream;

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use crate::conn::{self, ConnCtx};
 use crate::error::ApiError;
-use crate::net::resolve_listen;
+use crate::net::{resolve_for_compare, resolve_listen};
 use crate::toxic::ToxicView;
 use crate::toxics::{ToxicCollection, ToxicSet};
 
@@ -79,6 +79,17 @@ impl Proxy {
             enabled: self.enabled(),
             toxics: self.toxics.views(),
         }
+    }
+
+    /// Whether `listen` and `upstream` name another proxy than this one's, like upstream's
+    /// `Proxy.Differs`: the new listen address is resolved first (`localhost:8666` is the
+    /// stored `127.0.0.1:8666`), the upstream is compared as given. An address that does not
+    /// resolve is a 500 with the resolver's error, as upstream answers it.
+    pub async fn differs(&self, listen: &str, upstream: &str) -> Result<bool, ApiError> {
+        let resolved = resolve_for_compare(listen)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(self.listen != resolved.to_string() || self.upstream != upstream)
     }
 
     /// Starts listening; afterwards `listen` is the bound address. A listen failure is a 500

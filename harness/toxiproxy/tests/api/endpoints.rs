@@ -91,6 +91,46 @@ fn populate_raw_answers_and_errors() {
     assert_eq!(body["error"], "missing required field: upstream at proxy 1");
 }
 
+/// Upstream resolves a listen address before comparing it with the bound one (2.12's fix #631),
+/// so repeating a `/populate` that names the host (`localhost:PORT`, stored as `127.0.0.1:PORT`)
+/// keeps the proxy: its toxics and its open connections stay. An update naming the same address
+/// does not restart it either.
+#[test]
+fn populate_by_host_name_is_safe_to_repeat() {
+    let f = Fixture::new();
+    let up = f.echo.to_string();
+    let first = json!([{"name": "h", "listen": "localhost:0", "upstream": up}]).to_string();
+    let (status, body) = f.call("POST", "/populate", Some(&first));
+    assert_eq!(status, 201, "{body}");
+    let bound: std::net::SocketAddr = body["proxies"][0]["listen"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bound.ip().is_loopback());
+    let proxy = f.client.find_proxy("h").unwrap();
+    proxy.with_latency("downstream".into(), 1, 0, 1.0);
+    let mut conn = TcpStream::connect(bound).unwrap();
+    assert_echo(&mut conn, b"before");
+
+    let by_name = format!("localhost:{}", bound.port());
+    let again = json!([{"name": "h", "listen": by_name, "upstream": up}]).to_string();
+    let (status, body) = f.call("POST", "/populate", Some(&again));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["proxies"][0]["listen"], bound.to_string());
+    assert_eq!(
+        body["proxies"][0]["toxics"][0]["name"],
+        "latency_downstream"
+    );
+    assert_echo(&mut conn, b"kept by populate");
+
+    let update = json!({"listen": by_name}).to_string();
+    let (status, body) = f.call("POST", "/proxies/h", Some(&update));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["listen"], bound.to_string());
+    assert_echo(&mut conn, b"kept by update");
+}
+
 #[test]
 fn create_conflict_and_bad_input() {
     let f = Fixture::new();
