@@ -104,7 +104,8 @@ impl Proxies {
         Ok(view)
     }
 
-    /// `POST /populate`: creates or replaces each proxy of a list. The whole list is validated
+    /// `POST /populate`: creates or replaces each proxy of a list, in order, so a name given
+    /// twice ends as its later entry (the answer lists both). The whole list is validated
     /// first; a proxy whose listen and upstream are unchanged is kept as it is (toxics and
     /// connections included; the listen address is compared resolved, so `localhost:8666`
     /// keeps a proxy bound to `127.0.0.1:8666`), a changed one is replaced. On an error the
@@ -114,10 +115,19 @@ impl Proxies {
             Ok(inputs) => inputs,
             Err(e) => return (Vec::new(), Some(e)),
         };
-        let mut views = Vec::with_capacity(inputs.len());
+        let mut views: Vec<ProxyView> = Vec::with_capacity(inputs.len());
         for input in inputs {
             match self.add_or_replace(input).await {
-                Ok(view) => views.push(view),
+                Ok((view, replaced)) => {
+                    if replaced {
+                        // A name given again in this list: upstream answers the proxies as
+                        // they end up, so the earlier entry shows stopped.
+                        for earlier in views.iter_mut().filter(|v| v.name == view.name) {
+                            earlier.enabled = false;
+                        }
+                    }
+                    views.push(view);
+                }
                 Err(e) => return (views, Some(e)),
             }
         }
@@ -143,23 +153,20 @@ impl Proxies {
                     i + 1
                 )));
             }
-            if inputs.iter().any(|p| p.name == input.name) {
-                return Err(ApiError::bad_body(format!(
-                    "duplicate proxy name {:?}",
-                    input.name
-                )));
-            }
             inputs.push(input);
         }
         Ok(inputs)
     }
 
-    async fn add_or_replace(&mut self, input: ProxyInput) -> Result<ProxyView, ApiError> {
+    /// Upstream's `AddOrReplace`; also says whether an existing proxy was stopped and replaced.
+    async fn add_or_replace(&mut self, input: ProxyInput) -> Result<(ProxyView, bool), ApiError> {
+        let mut replaced = false;
         if let Some(existing) = self.map.get_mut(&input.name) {
             if !existing.differs(&input.listen, &input.upstream).await? {
-                return Ok(existing.view());
+                return Ok((existing.view(), false));
             }
             existing.stop().await;
+            replaced = true;
         }
         let mut proxy = Proxy::new(
             input.name.clone(),
@@ -174,7 +181,7 @@ impl Proxies {
         info!(name = %view.name, listen = %view.listen, upstream = %view.upstream,
             enabled = view.enabled, "Populated proxy");
         self.map.insert(input.name, proxy);
-        Ok(view)
+        Ok((view, replaced))
     }
 
     /// `POST /proxies/{name}`: changes listen, upstream or enabled (a changed address, compared

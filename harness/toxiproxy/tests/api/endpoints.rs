@@ -131,6 +131,41 @@ fn populate_by_host_name_is_safe_to_repeat() {
     assert_echo(&mut conn, b"kept by update");
 }
 
+/// A name given twice in one `/populate` list is not refused: upstream applies the entries in
+/// order, so the later one replaces the earlier (which it stops), and the answer lists both.
+#[test]
+fn populate_later_entry_of_a_name_wins() {
+    let f = Fixture::new();
+    let other = f.block_on(echo_server());
+    let list = json!([
+        {"name": "twice", "listen": "127.0.0.1:0", "upstream": f.echo.to_string()},
+        {"name": "twice", "listen": "127.0.0.1:0", "upstream": other.to_string()},
+    ])
+    .to_string();
+    let (status, body) = f.call("POST", "/populate", Some(&list));
+    assert_eq!(status, 201, "{body}");
+    let answered = body["proxies"].as_array().unwrap();
+    assert_eq!(answered.len(), 2, "{body}");
+    assert_eq!(answered[0]["upstream"], f.echo.to_string());
+    assert_eq!(
+        answered[0]["enabled"], false,
+        "the earlier entry was stopped"
+    );
+    assert_eq!(answered[1]["upstream"], other.to_string());
+    assert_eq!(answered[1]["enabled"], true);
+    let (_, all) = f.call("GET", "/proxies", None);
+    assert_eq!(all.as_object().unwrap().len(), 1);
+    assert_eq!(all["twice"]["upstream"], other.to_string());
+    assert_eq!(all["twice"]["listen"], answered[1]["listen"]);
+    let earlier = answered[0]["listen"].as_str().unwrap();
+    assert!(
+        TcpStream::connect(earlier).is_err(),
+        "the earlier entry does not listen"
+    );
+    let mut conn = TcpStream::connect(answered[1]["listen"].as_str().unwrap()).unwrap();
+    assert_echo(&mut conn, b"the later one");
+}
+
 #[test]
 fn create_conflict_and_bad_input() {
     let f = Fixture::new();
