@@ -83,6 +83,8 @@ struct Stage {
     head_piece: usize,
     /// Set on update: the head item in progress leaves at once (upstream's interrupt).
     release_head: bool,
+    /// slicer: the sizes of the pieces of the head chunk still to send, in order.
+    slices: VecDeque<usize>,
     /// bandwidth: when the previous piece finished.
     next_free: Option<Instant>,
     /// timeout: start of the current wait.
@@ -113,6 +115,7 @@ impl Stage {
             closed: false,
             head_due: None,
             head_piece: 0,
+            slices: VecDeque::new(),
             release_head: false,
             next_free: None,
             since: now,
@@ -128,12 +131,14 @@ impl Stage {
     /// again, timers restart and a head item in progress is released.
     fn update(&mut self, toxic: Arc<Toxic>, now: Instant, rng: &mut fastrand::Rng) {
         self.active = rng.f32() < toxic.toxicity;
-        let in_progress = self.head_due.is_some()
-            && matches!(
-                self.toxic.kind,
-                ToxicKind::Latency { .. } | ToxicKind::Bandwidth { .. } | ToxicKind::Slicer { .. }
-            );
+        let in_progress = match self.toxic.kind {
+            ToxicKind::Latency { .. } | ToxicKind::Bandwidth { .. } => self.head_due.is_some(),
+            // Pieces of the head chunk are left: upstream sends the rest of it at once.
+            ToxicKind::Slicer { .. } => !self.slices.is_empty(),
+            _ => false,
+        };
         self.release_head = in_progress;
+        self.slices.clear();
         self.toxic = toxic;
         self.head_due = None;
         self.next_free = None;
@@ -307,20 +312,15 @@ impl Stage {
                 return Step::Blocked(Some(due));
             }
         }
+        // Like upstream, a delay follows every piece, the last one of a chunk included.
         self.head_due = (delay_us > 0).then(|| now + Duration::from_micros(delay_us as u64));
         if matches!(self.buf.front(), Some(Item::Eof)) {
             return self.pass();
         }
-        let size = if len as i64 - average <= variation {
-            len
-        } else {
-            let offset = if variation > 0 {
-                rng.i64(0..variation.saturating_mul(2)) - variation
-            } else {
-                0
-            };
-            average.saturating_add(offset).clamp(1, len as i64) as usize
-        };
+        if self.slices.is_empty() {
+            self.slices = slice_plan(len, average, variation, rng);
+        }
+        let size = self.slices.pop_front().unwrap_or(len);
         self.split_head(size)
     }
 
@@ -361,6 +361,37 @@ impl Stage {
             None => Step::Blocked(None),
         }
     }
+}
+
+/// The sizes of the pieces a `slicer` cuts a chunk of `len` bytes into, in order: upstream's
+/// `SlicerToxic.chunk`, which halves a piece (moving the cut by up to ± `variation`) until it
+/// is at most `average + variation` long. Iterative, so a long chunk cannot exhaust the stack;
+/// every piece has at least one byte (upstream recurses forever with `average` 0 and cuts out
+/// of range when `variation` exceeds half a piece; here the cut is kept inside the piece).
+fn slice_plan(
+    len: usize,
+    average: i64,
+    variation: i64,
+    rng: &mut fastrand::Rng,
+) -> VecDeque<usize> {
+    let mut pieces = VecDeque::new();
+    let mut pending = vec![(0usize, len)];
+    while let Some((start, end)) = pending.pop() {
+        let size = end - start;
+        if size <= 1 || (size as i64).saturating_sub(average) <= variation {
+            pieces.push_back(size);
+            continue;
+        }
+        let mut mid = (start + size / 2) as i64;
+        if variation > 0 {
+            mid += rng.i64(0..variation.saturating_mul(2)) - variation;
+        }
+        let mid = mid.clamp(start as i64 + 1, end as i64 - 1) as usize;
+        // The left half is cut first: push it last.
+        pending.push((mid, end));
+        pending.push((start, mid));
+    }
+    pieces
 }
 
 /// A direction of a connection: the stages of its toxic chain and the output queue.

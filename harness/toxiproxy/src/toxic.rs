@@ -61,7 +61,9 @@ pub enum ToxicKind {
         /// Delay in milliseconds.
         timeout: i64,
     },
-    /// Slices data into smaller chunks with `delay` microseconds between them.
+    /// Slices each chunk by halving it until the pieces are at most `average_size +
+    /// size_variation` long (each cut moved by up to ± `size_variation`), with `delay`
+    /// microseconds after every piece.
     Slicer {
         /// Average slice size in bytes.
         average_size: i64,

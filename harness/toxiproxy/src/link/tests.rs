@@ -283,10 +283,76 @@ fn slicer_cuts_chunks_with_delays() {
     let mut link = Link::new(&chain, t0, &mut rng);
     link.push_input(data("abcdefghij", t0));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(1)));
-    assert_eq!(link.next_write().unwrap().len(), 4);
-    link.advance(t0 + ms(1), &mut rng);
+    assert_eq!(take_out(&mut link), "ab");
+    assert_eq!(link.advance(t0 + ms(1), &mut rng), Some(t0 + ms(2)));
+    assert_eq!(take_out(&mut link), "cde");
     link.advance(t0 + ms(2), &mut rng);
-    assert_eq!(take_out(&mut link), "abcdefghij");
+    link.advance(t0 + ms(3), &mut rng);
+    assert_eq!(take_out(&mut link), "fghij");
+}
+
+/// The sizes of the pieces a slicer cuts one chunk of `len` bytes into (no delay).
+fn slice_sizes(len: usize, average_size: i64, size_variation: i64, seed: u64) -> Vec<usize> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let t0 = Instant::now();
+    let chain = [toxic(
+        1,
+        ToxicKind::Slicer {
+            average_size,
+            size_variation,
+            delay: 0,
+        },
+    )];
+    let mut link = Link::new(&chain, t0, &mut rng);
+    let payload: String = (0..len)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    link.push_input(data(&payload, t0));
+    assert_eq!(link.advance(t0, &mut rng), None);
+    let mut sizes = Vec::new();
+    let mut out = Vec::new();
+    while let Some(piece) = link.next_write() {
+        sizes.push(piece.len());
+        out.extend_from_slice(&piece);
+        link.wrote(piece.len());
+    }
+    assert_eq!(out, payload.as_bytes(), "the pieces keep the data in order");
+    sizes
+}
+
+/// Upstream's slicer halves a chunk recursively until a piece is at most
+/// `average_size + size_variation` long: 10 bytes at average 4 are 5 + 5, then 2 + 3 twice.
+#[test]
+fn slicer_halves_recursively_like_upstream() {
+    assert_eq!(slice_sizes(10, 4, 0, 1), [2, 3, 2, 3]);
+    assert_eq!(
+        slice_sizes(100, 10, 0, 1),
+        [6, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6, 7]
+    );
+    assert_eq!(slice_sizes(9, 4, 0, 1), [4, 2, 3]);
+    assert_eq!(slice_sizes(4, 4, 0, 1), [4]);
+}
+
+#[test]
+fn slicer_pieces_stay_within_average_plus_variation() {
+    for seed in 0..20 {
+        let sizes = slice_sizes(2000, 10, 5, seed);
+        assert!(sizes.iter().all(|&n| (1..=15).contains(&n)), "{sizes:?}");
+        // Halving, not cutting fixed pieces: the sizes vary around the average.
+        let mean = 2000.0 / sizes.len() as f64;
+        assert!((7.5..=15.0).contains(&mean), "mean piece {mean}");
+    }
+}
+
+/// Settings upstream does not survive (average 0 recurses forever; a variation beyond the
+/// average cuts out of range) still cut pieces of at least one byte.
+#[test]
+fn slicer_degenerate_settings_cut_non_empty_pieces() {
+    assert_eq!(slice_sizes(5, 0, 0, 1), [1, 1, 1, 1, 1]);
+    for seed in 0..20 {
+        let sizes = slice_sizes(40, 2, 10, seed);
+        assert!(sizes.iter().all(|&n| (1..=12).contains(&n)), "{sizes:?}");
+    }
 }
 
 #[test]
@@ -356,4 +422,27 @@ fn update_releases_the_chunk_in_progress() {
     link.reconcile(&[Arc::new(updated)], t0, &mut rng);
     link.advance(t0, &mut rng);
     assert_eq!(take_out(&mut link), "x");
+}
+
+#[test]
+fn slicer_update_sends_the_rest_of_the_chunk_at_once() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let slicer = toxic(
+        1,
+        ToxicKind::Slicer {
+            average_size: 4,
+            size_variation: 0,
+            delay: 1000,
+        },
+    );
+    let mut link = Link::new(std::slice::from_ref(&slicer), t0, &mut rng);
+    link.push_input(data("abcdefghij", t0));
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "ab");
+    let mut updated = (*slicer).clone();
+    updated.generation += 1;
+    link.reconcile(&[Arc::new(updated)], t0, &mut rng);
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "cdefghij");
 }
