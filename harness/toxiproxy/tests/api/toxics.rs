@@ -196,16 +196,51 @@ fn bandwidth_limits_throughput() {
     assert!(took < Duration::from_millis(1500), "took {took:?}");
 }
 
+/// A connection that starts while a `reset_peer` toxic is on the proxy gets zero linger, so
+/// the toxic's close is an RST.
 #[test]
-fn reset_peer_sends_rst_to_the_client() {
+fn reset_peer_resets_connections_that_start_with_it() {
     let f = Fixture::new();
-    let (proxy, mut conn) = f.echo_proxy("rst");
-    proxy.with_reset_peer_raw(&f, "downstream", 100);
+    let proxy = f.proxy("rst", f.echo);
+    proxy.with_reset_peer_raw(&f, "downstream", 100, 1.0);
+    let mut conn = connect(&proxy);
     let start = Instant::now();
     conn.write_all(b"trigger").unwrap();
     let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
     assert_eq!(ending, Ending::Reset);
     assert!(start.elapsed() >= Duration::from_millis(100));
+}
+
+/// Upstream sets zero linger only when a connection starts: a `reset_peer` added to a live
+/// connection closes it after its timeout, but with a FIN, not an RST.
+#[test]
+fn reset_peer_added_to_a_live_connection_closes_it_without_rst() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("rst-live");
+    proxy.with_reset_peer_raw(&f, "downstream", 100, 1.0);
+    let start = Instant::now();
+    conn.write_all(b"trigger").unwrap();
+    let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(start.elapsed() >= Duration::from_millis(100));
+}
+
+/// The zero linger comes with the toxic's presence at the start, whatever its toxicity
+/// (upstream issue #603): any close of such a connection reaches the other peer as an RST.
+#[test]
+fn reset_peer_present_at_the_start_makes_every_close_a_reset() {
+    let f = Fixture::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = f.proxy("rst-linger", listener.local_addr().unwrap());
+    proxy.with_reset_peer_raw(&f, "upstream", 0, 0.0);
+    let mut client = connect(&proxy);
+    let mut server = accept_within(&listener, Duration::from_secs(5));
+    client.write_all(b"ping").unwrap();
+    assert_eq!(read_n(&mut server, 4, Duration::from_secs(2)), b"ping");
+    drop(client);
+    let (ending, after) = wait_closed(&mut server, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Reset);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
 }
 
 #[test]
@@ -297,13 +332,13 @@ fn unreachable_upstream_closes_the_client() {
 
 /// `toxiproxy_rust` 0.1.6 has no call for `reset_peer`, so it is created over plain HTTP.
 trait ResetPeer {
-    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32);
+    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32, toxicity: f32);
 }
 
 impl ResetPeer for toxiproxy_rust::proxy::Proxy {
-    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32) {
+    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32, toxicity: f32) {
         let body = serde_json::json!({"type": "reset_peer", "stream": stream,
-            "attributes": {"timeout": timeout}});
+            "toxicity": toxicity, "attributes": {"timeout": timeout}});
         let path = format!("/proxies/{}/toxics", self.proxy_pack.name);
         assert_eq!(f.call("POST", &path, Some(&body.to_string())).0, 200);
         let toxics = self.toxics().unwrap();
