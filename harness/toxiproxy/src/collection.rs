@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::error::ApiError;
-use crate::proxy::{Proxy, ProxyView, SeedSource};
+use crate::proxy::{Proxy, ProxyOptions, ProxyView};
 use crate::toxic::{json_kind, opt_bool, opt_string, ToxicView};
 
 /// A proxy as given to create or populate.
@@ -44,15 +44,15 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
 #[derive(Debug)]
 pub(crate) struct Proxies {
     map: BTreeMap<String, Proxy>,
-    seeds: SeedSource,
+    options: ProxyOptions,
 }
 
 impl Proxies {
     /// An empty collection.
-    pub fn new(seeds: SeedSource) -> Self {
+    pub fn new(options: ProxyOptions) -> Self {
         Self {
             map: BTreeMap::new(),
-            seeds,
+            options,
         }
     }
 
@@ -92,7 +92,7 @@ impl Proxies {
             input.name.clone(),
             input.listen,
             input.upstream,
-            self.seeds.clone(),
+            self.options.clone(),
         );
         if input.enabled.unwrap_or(true) {
             proxy.start().await?;
@@ -172,7 +172,7 @@ impl Proxies {
             input.name.clone(),
             input.listen,
             input.upstream,
-            self.seeds.clone(),
+            self.options.clone(),
         );
         if input.enabled.unwrap_or(true) {
             proxy.start().await?;

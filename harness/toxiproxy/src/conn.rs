@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
 use crate::link::{Item, Link};
-use crate::toxic::ToxicKind;
+use crate::toxic::{TimeoutMode, ToxicKind};
 use crate::toxics::ToxicSet;
 
 /// Bytes read from a socket at a time (Go's `io.Copy` buffer size).
@@ -48,6 +48,8 @@ pub(crate) struct ConnCtx {
     pub cancel: CancellationToken,
     /// Randomness for toxicity and jitter.
     pub rng: fastrand::Rng,
+    /// What an applied `timeout` toxic does when its input ends.
+    pub timeout_mode: TimeoutMode,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -131,16 +133,18 @@ async fn pump(
         toxics,
         cancel,
         rng,
+        timeout_mode,
         ..
     } = ctx;
+    let mode = *timeout_mode;
     let now = Instant::now();
     let mut up = Side {
-        link: Link::new(&set.upstream, now, rng),
+        link: Link::new(&set.upstream, mode, now, rng),
         reading: true,
         done: false,
     };
     let mut down = Side {
-        link: Link::new(&set.downstream, now, rng),
+        link: Link::new(&set.downstream, mode, now, rng),
         reading: true,
         done: false,
     };

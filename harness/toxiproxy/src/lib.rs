@@ -25,11 +25,9 @@
 //! `noop`, each on the `upstream` (client to server) or `downstream` stream, applied to a
 //! connection with probability `toxicity` (rolled per connection). See [`ToxicKind`].
 //!
-//! An applied `timeout` toxic is a partition of its stream: besides dropping data it holds the
-//! stream's end, so a client's close (or socket error) under an upstream `timeout` does not
-//! reach the server, and a server's close under a downstream one does not reach the client,
-//! until the toxic goes (which closes the connection), its timer fires, the other peer closes or
-//! the proxy stops. Upstream Toxiproxy did so up to 2.1.0; later versions let the close through.
+//! What an applied `timeout` toxic does when its input ends is an option of the server,
+//! [`TimeoutMode`]: upstream's semantics by default, or a partition (`-timeout-mode=partition`,
+//! `TOXIPROXY_TIMEOUT_MODE=partition`, [`Server::timeout_mode`]).
 
 pub mod api;
 pub mod cli;
@@ -44,7 +42,7 @@ pub mod toxic;
 pub mod toxics;
 
 pub use api::VERSION;
-pub use error::{ApiError, Error};
+pub use error::{ApiError, Error, ParseTimeoutModeError};
 pub use proxy::ProxyView;
 pub use server::{Server, ServerHandle};
-pub use toxic::{Direction, Toxic, ToxicKind, ToxicView};
+pub use toxic::{Direction, TimeoutMode, Toxic, ToxicKind, ToxicView};

@@ -8,16 +8,15 @@
 //! to the live link (data held by a removed stage moves on to the next one; removing a `timeout`
 //! closes the link, like upstream's cleanup). No task, lock or channel per stage, so no races.
 //!
-//! An applied `timeout` toxic is a network partition for its stream: it drops data and also
-//! holds the end of stream (the source's close or read error), so the destination is not told,
-//! the way a peer across a partition never sees the other's FIN. The held end goes on only when
-//! the toxic is removed (which closes the link anyway), when its own timer fires (timeout > 0),
-//! when an update makes it not apply, or when the proxy closes this link's source itself because
-//! the other direction ended ([`Link::close_source`]). This matches the end-of-stream handling of
-//! upstream Toxiproxy up to 2.1.0, whose timeout toxic never read its input; later upstream
-//! versions read it and close on its end, which lets a partitioned client's close reach the
-//! server at once (wrong for a partition: the server must keep the session until its own
-//! timeouts end it).
+//! An applied `timeout` toxic drops data. What it does with the end of stream (the source's
+//! close or read error) is the server's [`TimeoutMode`]:
+//! - [`TimeoutMode::Upstream`] (upstream Toxiproxy since 2.1.4): it closes the link, so the
+//!   destination is closed at once.
+//! - [`TimeoutMode::Partition`] (upstream up to 2.1.3): it holds the end of stream, so the
+//!   destination is not told, the way a peer across a partition never sees the other's FIN. The
+//!   held end goes on only when the toxic is removed (which closes the link anyway), when its
+//!   own timer fires (timeout > 0), when an update makes it not apply, or when the proxy closes
+//!   this link's source itself because the other direction ended ([`Link::close_source`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -26,7 +25,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use tokio::time::Instant;
 
-use crate::toxic::{Toxic, ToxicKind};
+use crate::toxic::{TimeoutMode, Toxic, ToxicKind};
 
 /// The most bytes a link holds before it stops reading its source (back-pressure).
 pub(crate) const MAX_BUFFERED: usize = 1 << 20;
@@ -89,7 +88,8 @@ struct Stage {
     next_free: Option<Instant>,
     /// timeout: start of the current wait.
     since: Instant,
-    /// timeout: the end of stream arrived and is held (not passed on while the toxic applies).
+    /// timeout: the end of stream arrived and is held (partition mode: not passed on while the
+    /// toxic applies).
     eof_held: bool,
     /// reset_peer: when the reset fires.
     reset_at: Option<Instant>,
@@ -159,8 +159,15 @@ impl Stage {
         }
     }
 
-    /// `source_closed`: the proxy closed the link's source itself (see [`Link::close_source`]).
-    fn poll(&mut self, now: Instant, rng: &mut fastrand::Rng, source_closed: bool) -> Step {
+    /// `source_closed`: the proxy closed the link's source itself (see [`Link::close_source`]);
+    /// `mode`: what an applied `timeout` does with the end of stream.
+    fn poll(
+        &mut self,
+        now: Instant,
+        rng: &mut fastrand::Rng,
+        source_closed: bool,
+        mode: TimeoutMode,
+    ) -> Step {
         if self.closed {
             return match self.buf.pop_front() {
                 Some(_) => Step::Consumed,
@@ -189,7 +196,7 @@ impl Stage {
                 size_variation,
                 delay,
             } => self.poll_slicer(now, rng, average_size, size_variation, delay),
-            ToxicKind::Timeout { timeout } => self.poll_timeout(now, timeout, source_closed),
+            ToxicKind::Timeout { timeout } => self.poll_timeout(now, timeout, source_closed, mode),
             ToxicKind::ResetPeer { timeout } => match self.reset_at {
                 Some(at) if now >= at => Step::Reset,
                 Some(at) => Step::Blocked(Some(at)),
@@ -335,7 +342,13 @@ impl Stage {
         }
     }
 
-    fn poll_timeout(&mut self, now: Instant, timeout: i64, source_closed: bool) -> Step {
+    fn poll_timeout(
+        &mut self,
+        now: Instant,
+        timeout: i64,
+        source_closed: bool,
+        mode: TimeoutMode,
+    ) -> Step {
         if self.eof_held && source_closed {
             return Step::Close;
         }
@@ -345,7 +358,9 @@ impl Stage {
                 self.since = now;
                 Step::Consumed
             }
-            // The end of stream is held: the destination is not told (a partition).
+            // Upstream: the end of the input closes the link.
+            Some(Item::Eof) if mode == TimeoutMode::Upstream => Step::Close,
+            // Partition: the end of stream is held, the destination is not told.
             Some(Item::Eof) => {
                 self.eof_held = true;
                 Step::Consumed
@@ -403,6 +418,8 @@ pub(crate) struct Link {
     reset: bool,
     /// The proxy closed the source: an end of stream held by a `timeout` goes on.
     source_closed: bool,
+    /// What an applied `timeout` does with the end of stream.
+    timeout_mode: TimeoutMode,
 }
 
 fn push(queue: &mut VecDeque<Item>, closed: &mut bool, item: Item) {
@@ -423,8 +440,13 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 impl Link {
-    /// A link running the given chain.
-    pub(crate) fn new(chain: &[Arc<Toxic>], now: Instant, rng: &mut fastrand::Rng) -> Self {
+    /// A link running the given chain, its `timeout` toxics in `timeout_mode`.
+    pub(crate) fn new(
+        chain: &[Arc<Toxic>],
+        timeout_mode: TimeoutMode,
+        now: Instant,
+        rng: &mut fastrand::Rng,
+    ) -> Self {
         Self {
             stages: chain
                 .iter()
@@ -434,6 +456,7 @@ impl Link {
             out_closed: false,
             reset: false,
             source_closed: false,
+            timeout_mode,
         }
     }
 
@@ -484,13 +507,13 @@ impl Link {
     /// Moves items through the stages as far as they can go at `now`; returns when the link
     /// next needs to run (None: only when input, output or the toxics change).
     pub(crate) fn advance(&mut self, now: Instant, rng: &mut fastrand::Rng) -> Option<Instant> {
-        let source_closed = self.source_closed;
+        let (source_closed, mode) = (self.source_closed, self.timeout_mode);
         loop {
             let mut progressed = false;
             let mut wake = None;
             for i in 0..self.stages.len() {
                 loop {
-                    match self.stages[i].poll(now, rng, source_closed) {
+                    match self.stages[i].poll(now, rng, source_closed, mode) {
                         Step::Emit(item) => {
                             self.deliver(i + 1, item);
                             progressed = true;

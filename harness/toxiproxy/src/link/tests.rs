@@ -3,6 +3,9 @@
 use super::*;
 use crate::toxic::Direction;
 
+const UPSTREAM: TimeoutMode = TimeoutMode::Upstream;
+const PARTITION: TimeoutMode = TimeoutMode::Partition;
+
 fn toxic(id: u64, kind: ToxicKind) -> Arc<Toxic> {
     Arc::new(Toxic {
         id,
@@ -40,7 +43,7 @@ fn ms(n: u64) -> Duration {
 fn no_toxics_passes_through_and_ends() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
-    let mut link = Link::new(&[], t0, &mut rng);
+    let mut link = Link::new(&[], UPSTREAM, t0, &mut rng);
     link.push_input(data("hello", t0));
     assert_eq!(link.advance(t0, &mut rng), None);
     assert_eq!(take_out(&mut link), "hello");
@@ -61,7 +64,7 @@ fn latency_delays_each_chunk_from_its_read_time() {
             jitter: 0,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("a", t0));
     link.push_input(data("b", t0 + ms(10)));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(100)));
@@ -83,7 +86,7 @@ fn jitter_stays_within_bounds() {
             jitter: 20,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     for _ in 0..50 {
         link.push_input(data("x", t0));
         let due = link.advance(t0, &mut rng).unwrap();
@@ -98,7 +101,7 @@ fn bandwidth_zero_holds_then_heals_in_order() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Bandwidth { rate: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("one ", t0));
     link.push_input(data("two ", t0));
     assert_eq!(link.advance(t0 + ms(1000), &mut rng), None);
@@ -116,7 +119,7 @@ fn bandwidth_paces_data() {
     let t0 = Instant::now();
     // 10 KB/s: 2000 bytes take 200 ms, in pieces of 1000 bytes (100 ms each).
     let chain = [toxic(1, ToxicKind::Bandwidth { rate: 10 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data(&"x".repeat(2000), t0));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(100)));
     assert_eq!(link.advance(t0 + ms(100), &mut rng), Some(t0 + ms(200)));
@@ -130,7 +133,7 @@ fn timeout_zero_drops_silently_and_removal_closes() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("lost", t0));
     assert_eq!(link.advance(t0 + ms(60_000), &mut rng), None);
     assert_eq!(take_out(&mut link), "");
@@ -146,7 +149,7 @@ fn timeout_closes_after_quiet_period() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 50 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(50)));
     link.push_input(data("x", t0 + ms(30)));
     assert_eq!(link.advance(t0 + ms(30), &mut rng), Some(t0 + ms(80)));
@@ -155,12 +158,28 @@ fn timeout_closes_after_quiet_period() {
     assert_eq!(take_out(&mut link), "");
 }
 
+/// Upstream's `timeout` closes its link when its input ends, whatever its timer.
 #[test]
-fn timeout_zero_holds_the_end_of_stream_until_removed() {
+fn timeout_closes_the_link_when_its_input_ends() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    for timeout in [0, 50] {
+        let chain = [toxic(1, ToxicKind::Timeout { timeout })];
+        let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
+        link.push_input(data("lost", t0));
+        link.push_input(Item::Eof);
+        link.advance(t0, &mut rng);
+        assert!(link.output_ended(), "timeout {timeout}");
+        assert_eq!(take_out(&mut link), "");
+    }
+}
+
+#[test]
+fn partition_timeout_zero_holds_the_end_of_stream_until_removed() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.push_input(data("lost", t0));
     link.push_input(Item::Eof);
     assert_eq!(link.advance(t0 + ms(60_000), &mut rng), None);
@@ -173,11 +192,11 @@ fn timeout_zero_holds_the_end_of_stream_until_removed() {
 }
 
 #[test]
-fn held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
+fn partition_held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.push_input(Item::Eof);
     link.advance(t0, &mut rng);
     assert!(!link.output_ended());
@@ -185,18 +204,18 @@ fn held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
     link.advance(t0, &mut rng);
     assert!(link.output_ended());
     // Closing the source of a link still reading ends it too (the timeout drops the end).
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.close_source();
     link.advance(t0, &mut rng);
     assert!(link.output_ended());
 }
 
 #[test]
-fn held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
+fn partition_held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let t = toxic(1, ToxicKind::Timeout { timeout: 0 });
-    let mut link = Link::new(std::slice::from_ref(&t), t0, &mut rng);
+    let mut link = Link::new(std::slice::from_ref(&t), PARTITION, t0, &mut rng);
     link.push_input(Item::Eof);
     link.advance(t0, &mut rng);
     assert!(!link.output_ended());
@@ -209,11 +228,11 @@ fn held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
 }
 
 #[test]
-fn timeout_closes_on_its_timer_not_on_the_end_of_stream() {
+fn partition_timeout_closes_on_its_timer_not_on_the_end_of_stream() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 50 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.push_input(data("x", t0 + ms(10)));
     link.push_input(Item::Eof);
     assert_eq!(link.advance(t0 + ms(10), &mut rng), Some(t0 + ms(60)));
@@ -228,7 +247,7 @@ fn reset_peer_fires_after_first_data_plus_timeout() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::ResetPeer { timeout: 20 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     assert_eq!(link.advance(t0 + ms(500), &mut rng), None);
     link.push_input(data("x", t0 + ms(500)));
     assert_eq!(link.advance(t0 + ms(500), &mut rng), Some(t0 + ms(520)));
@@ -243,7 +262,7 @@ fn slow_close_delays_only_the_end() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::SlowClose { delay: 40 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("bye", t0));
     link.push_input(Item::Eof);
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(40)));
@@ -258,7 +277,7 @@ fn limit_data_truncates_then_closes() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::LimitData { bytes: 5 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("abc", t0));
     link.advance(t0, &mut rng);
     assert!(!link.output_ended());
@@ -280,7 +299,7 @@ fn slicer_cuts_chunks_with_delays() {
             delay: 1000,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("abcdefghij", t0));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(1)));
     assert_eq!(take_out(&mut link), "ab");
@@ -303,7 +322,7 @@ fn slice_sizes(len: usize, average_size: i64, size_variation: i64, seed: u64) ->
             delay: 0,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     let payload: String = (0..len)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
@@ -367,7 +386,7 @@ fn removed_stage_hands_its_data_on_in_order() {
         },
     );
     let stall = toxic(2, ToxicKind::Bandwidth { rate: 0 });
-    let mut link = Link::new(&[lat.clone(), stall.clone()], t0, &mut rng);
+    let mut link = Link::new(&[lat.clone(), stall.clone()], UPSTREAM, t0, &mut rng);
     link.push_input(data("1", t0));
     link.advance(t0 + ms(100), &mut rng); // "1" now held by the stall
     link.push_input(data("2", t0 + ms(100)));
@@ -383,7 +402,7 @@ fn removed_stage_hands_its_data_on_in_order() {
 fn toxics_added_later_apply_to_the_live_link() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
-    let mut link = Link::new(&[], t0, &mut rng);
+    let mut link = Link::new(&[], UPSTREAM, t0, &mut rng);
     link.reconcile(&[toxic(1, ToxicKind::Timeout { timeout: 0 })], t0, &mut rng);
     link.push_input(data("x", t0));
     link.advance(t0, &mut rng);
@@ -397,7 +416,7 @@ fn zero_toxicity_never_applies() {
     let t0 = Instant::now();
     let mut t = (*toxic(1, ToxicKind::Timeout { timeout: 0 })).clone();
     t.toxicity = 0.0;
-    let mut link = Link::new(&[Arc::new(t)], t0, &mut rng);
+    let mut link = Link::new(&[Arc::new(t)], UPSTREAM, t0, &mut rng);
     link.push_input(data("x", t0));
     link.advance(t0, &mut rng);
     assert_eq!(take_out(&mut link), "x");
@@ -414,7 +433,7 @@ fn update_releases_the_chunk_in_progress() {
             jitter: 0,
         },
     );
-    let mut link = Link::new(std::slice::from_ref(&lat), t0, &mut rng);
+    let mut link = Link::new(std::slice::from_ref(&lat), UPSTREAM, t0, &mut rng);
     link.push_input(data("x", t0));
     link.advance(t0, &mut rng);
     let mut updated = (*lat).clone();
@@ -436,7 +455,7 @@ fn slicer_update_sends_the_rest_of_the_chunk_at_once() {
             delay: 1000,
         },
     );
-    let mut link = Link::new(std::slice::from_ref(&slicer), t0, &mut rng);
+    let mut link = Link::new(std::slice::from_ref(&slicer), UPSTREAM, t0, &mut rng);
     link.push_input(data("abcdefghij", t0));
     link.advance(t0, &mut rng);
     assert_eq!(take_out(&mut link), "ab");
