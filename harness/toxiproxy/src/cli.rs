@@ -27,7 +27,7 @@ Usage of toxiproxy-server:
     \tSeed for randomizing toxics with
   -timeout-mode string
     \tWhat a timeout toxic does when its input ends: upstream (closes the link, as
-    \tToxiproxy 2.1.4 and later) or partition (holds the close, as Toxiproxy 2.1.0)
+    \tToxiproxy 2.1.4 and later) or partition (holds the close, as Toxiproxy up to 2.1.3)
     \t(default \"upstream\", or the TOXIPROXY_TIMEOUT_MODE environment variable)
   -version
     \tshow version
