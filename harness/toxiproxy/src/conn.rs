@@ -12,11 +12,12 @@
 //! abortive close sends no FIN). A `reset_peer` added to a live connection closes it with a
 //! FIN, as upstream's does.
 //!
-//! An applied `timeout` toxic holds its stream's end (see the `link` module): when the client
-//! closes (or its socket errs) while one is on the upstream stream, the server's socket stays
-//! open and silent, as across a network partition; likewise for the server's close on the
-//! downstream stream. The connection then ends when the toxic goes, its timer fires, the other
-//! peer closes, or the proxy stops.
+//! In the partition [`TimeoutMode`], an applied `timeout` toxic holds its stream's end (see the
+//! `link` module): when the client closes (or its socket errs) while one is on the upstream
+//! stream, the server's socket stays open and silent, as across a network partition; likewise
+//! for the server's close on the downstream stream. The connection then ends when the toxic
+//! goes, its timer fires, the other peer closes, or the proxy stops. In the upstream mode the
+//! close goes through at once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
