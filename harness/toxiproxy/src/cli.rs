@@ -3,6 +3,16 @@
 //! `--host=0.0.0.0`, `-port 8474`; boolean flags as `-version` or `-version=true`.
 //!
 //! (clap cannot parse single-dash long flags, hence this small parser.)
+//!
+//! One option is this server's own: `-timeout-mode` (or the environment variable
+//! `TOXIPROXY_TIMEOUT_MODE`, for containers whose command line should stay upstream's), see the
+//! crate docs, "The `timeout` toxic".
+
+use crate::toxic::TimeoutMode;
+
+/// The environment variable that selects the [`TimeoutMode`] when `-timeout-mode` is not given.
+/// The upstream image ignores it, so a harness can set it on either image.
+pub const ENV_TIMEOUT_MODE: &str = "TOXIPROXY_TIMEOUT_MODE";
 
 /// Upstream's usage text, trimmed to the flags this server implements.
 pub const USAGE: &str = "\
@@ -15,11 +25,16 @@ Usage of toxiproxy-server:
     \tPort for toxiproxy's API to listen on (default \"8474\")
   -seed int
     \tSeed for randomizing toxics with
+  -timeout-mode string
+    \tWhat a timeout toxic does when its input ends: upstream (closes the link, as
+    \tToxiproxy 2.1.4 and later) or partition (holds the close, as Toxiproxy up to 2.1.3)
+    \t(default \"upstream\", or the TOXIPROXY_TIMEOUT_MODE environment variable)
   -version
     \tshow version
   -proxy-metrics, -runtime-metrics
     \taccepted for compatibility; no metrics are served
-Environment: LOG_LEVEL (trace, debug, info, warn, error; default info) or RUST_LOG.
+Environment: LOG_LEVEL (trace, debug, info, warn, error; default info) or RUST_LOG;
+TOXIPROXY_TIMEOUT_MODE (upstream or partition; -timeout-mode wins).
 ";
 
 /// The parsed flags.
@@ -33,6 +48,8 @@ pub struct Args {
     pub config: Option<String>,
     /// Seed for toxicity rolls and jitter.
     pub seed: Option<u64>,
+    /// `-timeout-mode`, when given (see [`Args::timeout_mode`]).
+    pub timeout_mode: Option<TimeoutMode>,
     /// Print the version and exit.
     pub version: bool,
     /// Print usage and exit.
@@ -46,6 +63,7 @@ impl Default for Args {
             port: "8474".into(),
             config: None,
             seed: None,
+            timeout_mode: None,
             version: false,
             help: false,
         }
@@ -59,6 +77,21 @@ impl Args {
             format!("[{}]:{}", self.host, self.port)
         } else {
             format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The timeout mode to run with: `-timeout-mode` if given, else `env` (the value of
+    /// [`ENV_TIMEOUT_MODE`], an empty one counting as unset), else [`TimeoutMode::Upstream`].
+    /// An invalid value is an error, never a silent default.
+    pub fn timeout_mode(&self, env: Option<&str>) -> Result<TimeoutMode, String> {
+        if let Some(mode) = self.timeout_mode {
+            return Ok(mode);
+        }
+        match env.map(str::trim).filter(|v| !v.is_empty()) {
+            Some(v) => v
+                .parse()
+                .map_err(|e| format!("environment variable {ENV_TIMEOUT_MODE}: {e}")),
+            None => Ok(TimeoutMode::default()),
         }
     }
 
@@ -100,6 +133,13 @@ impl Args {
                         .map_err(|_| format!("invalid value {v:?} for flag -seed"))?;
                     out.seed = Some(seed as u64);
                 }
+                "timeout-mode" => {
+                    let v = value(name)?;
+                    let mode = v
+                        .parse()
+                        .map_err(|e| format!("invalid value {v:?} for flag -timeout-mode: {e}"))?;
+                    out.timeout_mode = Some(mode);
+                }
                 "version" => out.version = parse_bool(name, inline.as_deref())?,
                 "h" | "help" => out.help = true,
                 "proxy-metrics" | "runtime-metrics" => {
@@ -139,5 +179,26 @@ mod tests {
         assert!(Args::parse(["-nope"]).is_err());
         assert!(Args::parse(["-host"]).is_err());
         assert!(Args::parse(["stray"]).is_err());
+    }
+
+    #[test]
+    fn timeout_mode_from_flag_then_environment_then_upstream() {
+        let none = Args::parse(Vec::<String>::new()).unwrap();
+        assert_eq!(none.timeout_mode(None), Ok(TimeoutMode::Upstream));
+        assert_eq!(none.timeout_mode(Some("")), Ok(TimeoutMode::Upstream));
+        assert_eq!(
+            none.timeout_mode(Some("partition")),
+            Ok(TimeoutMode::Partition)
+        );
+        assert!(none.timeout_mode(Some("hold")).is_err());
+        let flag = Args::parse(["-timeout-mode=upstream"]).unwrap();
+        assert_eq!(
+            flag.timeout_mode(Some("partition")),
+            Ok(TimeoutMode::Upstream)
+        );
+        let flag = Args::parse(["--timeout-mode", "partition"]).unwrap();
+        assert_eq!(flag.timeout_mode(None), Ok(TimeoutMode::Partition));
+        assert!(Args::parse(["-timeout-mode=sometimes"]).is_err());
+        assert!(Args::parse(["-timeout-mode"]).is_err());
     }
 }

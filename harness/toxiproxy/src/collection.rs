@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::error::ApiError;
-use crate::proxy::{Proxy, ProxyView, SeedSource};
+use crate::proxy::{Proxy, ProxyOptions, ProxyView};
 use crate::toxic::{json_kind, opt_bool, opt_string, ToxicView};
 
 /// A proxy as given to create or populate.
@@ -44,15 +44,15 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
 #[derive(Debug)]
 pub(crate) struct Proxies {
     map: BTreeMap<String, Proxy>,
-    seeds: SeedSource,
+    options: ProxyOptions,
 }
 
 impl Proxies {
     /// An empty collection.
-    pub fn new(seeds: SeedSource) -> Self {
+    pub fn new(options: ProxyOptions) -> Self {
         Self {
             map: BTreeMap::new(),
-            seeds,
+            options,
         }
     }
 
@@ -92,7 +92,7 @@ impl Proxies {
             input.name.clone(),
             input.listen,
             input.upstream,
-            self.seeds.clone(),
+            self.options.clone(),
         );
         if input.enabled.unwrap_or(true) {
             proxy.start().await?;
@@ -104,19 +104,30 @@ impl Proxies {
         Ok(view)
     }
 
-    /// `POST /populate`: creates or replaces each proxy of a list. The whole list is validated
+    /// `POST /populate`: creates or replaces each proxy of a list, in order, so a name given
+    /// twice ends as its later entry (the answer lists both). The whole list is validated
     /// first; a proxy whose listen and upstream are unchanged is kept as it is (toxics and
-    /// connections included), a changed one is replaced. On an error the proxies applied so
-    /// far stay, and the error is returned with them.
+    /// connections included; the listen address is compared resolved, so `localhost:8666`
+    /// keeps a proxy bound to `127.0.0.1:8666`), a changed one is replaced. On an error the
+    /// proxies applied so far stay, and the error is returned with them.
     pub async fn populate(&mut self, body: &Value) -> (Vec<ProxyView>, Option<ApiError>) {
         let inputs = match self.parse_populate(body) {
             Ok(inputs) => inputs,
             Err(e) => return (Vec::new(), Some(e)),
         };
-        let mut views = Vec::with_capacity(inputs.len());
+        let mut views: Vec<ProxyView> = Vec::with_capacity(inputs.len());
         for input in inputs {
             match self.add_or_replace(input).await {
-                Ok(view) => views.push(view),
+                Ok((view, replaced)) => {
+                    if replaced {
+                        // A name given again in this list: upstream answers the proxies as
+                        // they end up, so the earlier entry shows stopped.
+                        for earlier in views.iter_mut().filter(|v| v.name == view.name) {
+                            earlier.enabled = false;
+                        }
+                    }
+                    views.push(view);
+                }
                 Err(e) => return (views, Some(e)),
             }
         }
@@ -142,29 +153,26 @@ impl Proxies {
                     i + 1
                 )));
             }
-            if inputs.iter().any(|p| p.name == input.name) {
-                return Err(ApiError::bad_body(format!(
-                    "duplicate proxy name {:?}",
-                    input.name
-                )));
-            }
             inputs.push(input);
         }
         Ok(inputs)
     }
 
-    async fn add_or_replace(&mut self, input: ProxyInput) -> Result<ProxyView, ApiError> {
+    /// Upstream's `AddOrReplace`; also says whether an existing proxy was stopped and replaced.
+    async fn add_or_replace(&mut self, input: ProxyInput) -> Result<(ProxyView, bool), ApiError> {
+        let mut replaced = false;
         if let Some(existing) = self.map.get_mut(&input.name) {
-            if existing.listen == input.listen && existing.upstream == input.upstream {
-                return Ok(existing.view());
+            if !existing.differs(&input.listen, &input.upstream).await? {
+                return Ok((existing.view(), false));
             }
             existing.stop().await;
+            replaced = true;
         }
         let mut proxy = Proxy::new(
             input.name.clone(),
             input.listen,
             input.upstream,
-            self.seeds.clone(),
+            self.options.clone(),
         );
         if input.enabled.unwrap_or(true) {
             proxy.start().await?;
@@ -173,11 +181,11 @@ impl Proxies {
         info!(name = %view.name, listen = %view.listen, upstream = %view.upstream,
             enabled = view.enabled, "Populated proxy");
         self.map.insert(input.name, proxy);
-        Ok(view)
+        Ok((view, replaced))
     }
 
-    /// `POST /proxies/{name}`: changes listen, upstream or enabled (a changed address
-    /// restarts the proxy, which closes its connections).
+    /// `POST /proxies/{name}`: changes listen, upstream or enabled (a changed address, compared
+    /// resolved like `populate` does, restarts the proxy, which closes its connections).
     pub async fn update(&mut self, name: &str, body: &Value) -> Result<ProxyView, ApiError> {
         let proxy = self.get_mut(name)?;
         let obj = body.as_object().ok_or_else(|| {
@@ -186,7 +194,7 @@ impl Proxies {
         let listen = opt_string(obj, "listen")?.unwrap_or_else(|| proxy.listen.clone());
         let upstream = opt_string(obj, "upstream")?.unwrap_or_else(|| proxy.upstream.clone());
         let enabled = opt_bool(obj, "enabled")?.unwrap_or(proxy.enabled());
-        if listen != proxy.listen || upstream != proxy.upstream {
+        if proxy.differs(&listen, &upstream).await? {
             proxy.stop().await;
             proxy.listen = listen;
             proxy.upstream = upstream;

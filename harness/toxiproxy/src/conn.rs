@@ -4,13 +4,20 @@
 //! Close semantics follow upstream Toxiproxy: when the end of one stream has been written, that
 //! destination socket is closed for good, so the other direction stops reading it and ends once
 //! its own pipeline is flushed (upstream has no half-close). Stopping the proxy closes both
-//! sockets at once; a `reset_peer` toxic closes both with `SO_LINGER` 0, which sends an RST.
+//! sockets at once; a `reset_peer` toxic closes both when it fires.
 //!
-//! An applied `timeout` toxic holds its stream's end (see the `link` module): when the client
-//! closes (or its socket errs) while one is on the upstream stream, the server's socket stays
-//! open and silent, as across a network partition; likewise for the server's close on the
-//! downstream stream. The connection then ends when the toxic goes, its timer fires, the other
-//! peer closes, or the proxy stops.
+//! Like upstream, a connection that starts while a `reset_peer` toxic is on either stream (of
+//! any toxicity) gets `SO_LINGER` 0 on both sockets, so every close of it is an RST: the
+//! toxic's, and also the first end of stream, which then ends the whole connection at once (an
+//! abortive close sends no FIN). A `reset_peer` added to a live connection closes it with a
+//! FIN, as upstream's does.
+//!
+//! In the partition [`TimeoutMode`], an applied `timeout` toxic holds its stream's end (see the
+//! `link` module): when the client closes (or its socket errs) while one is on the upstream
+//! stream, the server's socket stays open and silent, as across a network partition; likewise
+//! for the server's close on the downstream stream. The connection then ends when the toxic
+//! goes, its timer fires, the other peer closes, or the proxy stops. In the upstream mode the
+//! close goes through at once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
 use crate::link::{Item, Link};
+use crate::toxic::{TimeoutMode, ToxicKind};
 use crate::toxics::ToxicSet;
 
 /// Bytes read from a socket at a time (Go's `io.Copy` buffer size).
@@ -41,11 +49,13 @@ pub(crate) struct ConnCtx {
     pub cancel: CancellationToken,
     /// Randomness for toxicity and jitter.
     pub rng: fastrand::Rng,
+    /// What an applied `timeout` toxic does when its input ends.
+    pub timeout_mode: TimeoutMode,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum End {
-    /// Both streams ended.
+    /// Both streams ended (or, with zero linger, the first one).
     Closed,
     /// The proxy stopped, or its toxics went away.
     Killed,
@@ -71,12 +81,24 @@ pub(crate) async fn serve(mut client: TcpStream, peer: SocketAddr, mut ctx: Conn
     // Go enables TCP_NODELAY on every connection; do the same so latency is only the toxics'.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let end = pump(&mut client, &mut server, &mut ctx).await;
-    debug!(name = %ctx.proxy, client = %peer, ?end, "Connection ended");
-    if end == End::Reset {
+    // The toxics as the connection starts (upstream starts its links after dialing).
+    let set = ctx.toxics.borrow_and_update().clone();
+    let abortive = has_reset_peer(&set);
+    if abortive {
         let _ = client.set_zero_linger();
         let _ = server.set_zero_linger();
     }
+    let end = pump(&mut client, &mut server, &mut ctx, &set, abortive).await;
+    debug!(name = %ctx.proxy, client = %peer, ?end, abortive, "Connection ended");
+}
+
+/// Whether a `reset_peer` toxic is on either stream, applied or not: upstream's `Link.Start`
+/// sets zero linger for one whatever its toxicity.
+fn has_reset_peer(set: &ToxicSet) -> bool {
+    set.upstream
+        .iter()
+        .chain(&set.downstream)
+        .any(|t| matches!(t.kind, ToxicKind::ResetPeer { .. }))
 }
 
 /// What woke the connection loop.
@@ -97,24 +119,33 @@ struct Side {
     done: bool,
 }
 
-async fn pump(client: &mut TcpStream, server: &mut TcpStream, ctx: &mut ConnCtx) -> End {
+/// Runs both directions until the connection ends. `abortive`: the sockets have zero linger, so
+/// the first end of stream ends the connection (closing a socket resets both directions).
+async fn pump(
+    client: &mut TcpStream,
+    server: &mut TcpStream,
+    ctx: &mut ConnCtx,
+    set: &ToxicSet,
+    abortive: bool,
+) -> End {
     let (mut cr, mut cw) = client.split();
     let (mut sr, mut sw) = server.split();
     let ConnCtx {
         toxics,
         cancel,
         rng,
+        timeout_mode,
         ..
     } = ctx;
-    let set = toxics.borrow_and_update().clone();
+    let mode = *timeout_mode;
     let now = Instant::now();
     let mut up = Side {
-        link: Link::new(&set.upstream, now, rng),
+        link: Link::new(&set.upstream, mode, now, rng),
         reading: true,
         done: false,
     };
     let mut down = Side {
-        link: Link::new(&set.downstream, now, rng),
+        link: Link::new(&set.downstream, mode, now, rng),
         reading: true,
         done: false,
     };
@@ -126,6 +157,9 @@ async fn pump(client: &mut TcpStream, server: &mut TcpStream, ctx: &mut ConnCtx)
         let wake_down = down.link.advance(now, rng);
         if up.link.reset_requested() || down.link.reset_requested() {
             return End::Reset;
+        }
+        if abortive && (up.link.output_ended() || down.link.output_ended()) {
+            return End::Closed;
         }
         if !up.done && up.link.output_ended() {
             let _ = sw.shutdown().await;
@@ -196,6 +230,7 @@ async fn pump(client: &mut TcpStream, server: &mut TcpStream, ctx: &mut ConnCtx)
                 match n {
                     Some(n) => side.link.wrote(n),
                     // Writing failed: like upstream, the destination is closed.
+                    None if abortive => return End::Closed,
                     None => {
                         if upstream {
                             let _ = sw.shutdown().await;

@@ -106,3 +106,8 @@ pub enum Error {
     #[error("populate: {0}")]
     Populate(ApiError),
 }
+
+/// A timeout mode other than `upstream` or `partition` (see [`crate::TimeoutMode`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid timeout mode {0:?}: expected upstream or partition")]
+pub struct ParseTimeoutModeError(pub String);

@@ -25,11 +25,82 @@
 //! `noop`, each on the `upstream` (client to server) or `downstream` stream, applied to a
 //! connection with probability `toxicity` (rolled per connection). See [`ToxicKind`].
 //!
-//! An applied `timeout` toxic is a partition of its stream: besides dropping data it holds the
-//! stream's end, so a client's close (or socket error) under an upstream `timeout` does not
-//! reach the server, and a server's close under a downstream one does not reach the client,
-//! until the toxic goes (which closes the connection), its timer fires, the other peer closes or
-//! the proxy stops. Upstream Toxiproxy did so up to 2.1.0; later versions let the close through.
+//! What an applied `timeout` toxic does when its input ends is an option of the server,
+//! [`TimeoutMode`]: see the next section. A `reset_peer` resets (RST) only connections that
+//! started while it was on the proxy, as upstream's does; one added to a live connection closes
+//! it with a FIN.
+//!
+//! # The `timeout` toxic: upstream or partition
+//!
+//! An applied `timeout` drops every byte. When its input ends (the source closed, or reading it
+//! failed), it does one of two things, chosen for the whole server:
+//!
+//! | mode | when the input ends | upstream Toxiproxy |
+//! | --- | --- | --- |
+//! | `upstream` (default) | the link closes: the destination gets the close at once | 2.1.4 and later |
+//! | `partition` | the end is held: the destination is not told until the toxic goes, its timer fires, the other peer closes or the proxy stops | up to 2.1.3 |
+//!
+//! (2.1.0's `timeout` never read its input; 2.1.1 to 2.1.3 read it and dropped its end like
+//! data; 2.1.4, commit "Bail out of the loop when the stub Input stream is done", closes.)
+//!
+//! The option: the flag `-timeout-mode=upstream|partition`, else the environment variable
+//! `TOXIPROXY_TIMEOUT_MODE` (an empty value counts as unset; the flag wins), else `upstream`;
+//! in-process, [`Server::timeout_mode`]. A bad value exits with status 2 rather than falling
+//! back. The readiness line names the mode (`timeout_mode=partition`). The default is
+//! upstream's so that this binary and its image drop in for upstream's unchanged, and whoever
+//! wants the partition model asks for it; the environment variable exists so a harness can set
+//! it on the container without changing the command line (the upstream image ignores it, while
+//! its Go flag parser would refuse an unknown flag).
+//!
+//! ## Who depends on the partition model
+//!
+//! The workspace's harness (`harness/`) does: its `partition` fault (`harness/src/fault.rs`) is
+//! a `timeout` 0 on both streams of one replica's proxy, meant as a silent black hole, and both
+//! of its backends select `partition` (`harness/src/topology/docker.rs` sets
+//! `TOXIPROXY_TIMEOUT_MODE=partition` on the container, `harness/src/topology/local.rs` calls
+//! [`Server::timeout_mode`]). Of the scenarios (`scenarios/*.toml`), two use `partition`:
+//!
+//! - `leader-partition` depends on it. The cut leader's check gets no answer, so it demotes
+//!   within 2T (DEM-2); demoting drops the lock connection, and deadpool-postgres's
+//!   `ClientWrapper` aborts its connection task on drop, so the replica closes its socket at
+//!   once (its last query still unanswered). With `partition`, that close stays in the proxy:
+//!   PostgreSQL keeps the idle session until `idle_session_timeout` (3T, ORPH-1) ends it, and
+//!   the expectation "ORPH-2 `lock_released` after the cut, not before 3T, within 4T" holds.
+//!   With `upstream`, the proxy closes the server side at the demotion and PostgreSQL drops the
+//!   lock then: measured at T = 200 ms, `lock_released` came 386 ms (1.93T) after the cut, right
+//!   after the demotion, and ORPH-2 failed ("bound 4T, not before 3T"). Its other expectations
+//!   (demoted within 2T, a standby leads within 5T) and its snapshot hold in both modes.
+//! - `flapping-network` does not: it partitions the leader, then a standby, for 1.5T each, and
+//!   the heal closes the connections in both modes, so the lock goes no later than the heal
+//!   either way (earlier with `upstream` when the leader demotes first, which is a race by
+//!   design). Its checks are invariants and upper bounds and its snapshot keeps only steps and
+//!   faults: it passed in `upstream` mode too.
+//!
+//! No other scenario uses `partition`; `stall` (`bandwidth` 0), `latency`, `reset` and
+//! `disable` do not involve the `timeout` toxic. The harness's own fault tests partition a
+//! client that stays open until the heal, so they pass in both modes.
+//!
+//! With the upstream image (`ghcr.io/shopify/toxiproxy:2.12.0`), which ignores the variable,
+//! `leader-partition` needs the fault itself to hold the close: upstream's `slow_close` delays
+//! an end of stream, and its removal ends the wait. A `timeout` 0 followed by a `slow_close`
+//! with a long delay on each stream is a partition under either semantics, and removing both
+//! closes the connection (test `slow_close_behind_a_timeout_holds_the_close_like_a_partition`).
+//!
+//! # Remaining differences from upstream 2.12.0
+//!
+//! - `partition` mode, above (off by default).
+//! - Listen addresses are compared as the address this server would bind first: `:8666` equals
+//!   a bound `[::]:8666`, and `0.0.0.0:8666` stays `0.0.0.0:8666` once bound, so repeating a
+//!   `/populate` with either keeps the proxy. Upstream keeps Go's empty host (`:8666`) and Go
+//!   reports a `0.0.0.0` listener as `[::]`, so it restarts such proxies.
+//! - `slicer` settings upstream does not survive (`average_size` 0 recurses until the stack
+//!   overflows; a `size_variation` beyond half a piece cuts out of range) cut pieces of at least
+//!   one byte here.
+//! - On a connection with zero linger (a `reset_peer` was on the proxy when it started), the
+//!   first end of stream resets both sockets at once; upstream resets the other one after the
+//!   other direction's chain has flushed into it (and zero linger discards what it had not sent).
+//! - Toxic changes act on live connections at once (no goroutine rewiring), and no metrics are
+//!   served (`-proxy-metrics` and `-runtime-metrics` are accepted and ignored).
 
 pub mod api;
 pub mod cli;
@@ -44,7 +115,7 @@ pub mod toxic;
 pub mod toxics;
 
 pub use api::VERSION;
-pub use error::{ApiError, Error};
+pub use error::{ApiError, Error, ParseTimeoutModeError};
 pub use proxy::ProxyView;
 pub use server::{Server, ServerHandle};
-pub use toxic::{Direction, Toxic, ToxicKind, ToxicView};
+pub use toxic::{Direction, TimeoutMode, Toxic, ToxicKind, ToxicView};

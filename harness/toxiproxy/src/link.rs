@@ -8,16 +8,15 @@
 //! to the live link (data held by a removed stage moves on to the next one; removing a `timeout`
 //! closes the link, like upstream's cleanup). No task, lock or channel per stage, so no races.
 //!
-//! An applied `timeout` toxic is a network partition for its stream: it drops data and also
-//! holds the end of stream (the source's close or read error), so the destination is not told,
-//! the way a peer across a partition never sees the other's FIN. The held end goes on only when
-//! the toxic is removed (which closes the link anyway), when its own timer fires (timeout > 0),
-//! when an update makes it not apply, or when the proxy closes this link's source itself because
-//! the other direction ended ([`Link::close_source`]). This matches the end-of-stream handling of
-//! upstream Toxiproxy up to 2.1.0, whose timeout toxic never read its input; later upstream
-//! versions read it and close on its end, which lets a partitioned client's close reach the
-//! server at once (wrong for a partition: the server must keep the session until its own
-//! timeouts end it).
+//! An applied `timeout` toxic drops data. What it does with the end of stream (the source's
+//! close or read error) is the server's [`TimeoutMode`]:
+//! - [`TimeoutMode::Upstream`] (upstream Toxiproxy since 2.1.4): it closes the link, so the
+//!   destination is closed at once.
+//! - [`TimeoutMode::Partition`] (upstream up to 2.1.3): it holds the end of stream, so the
+//!   destination is not told, the way a peer across a partition never sees the other's FIN. The
+//!   held end goes on only when the toxic is removed (which closes the link anyway), when its
+//!   own timer fires (timeout > 0), when an update makes it not apply, or when the proxy closes
+//!   this link's source itself because the other direction ended ([`Link::close_source`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -26,7 +25,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use tokio::time::Instant;
 
-use crate::toxic::{Toxic, ToxicKind};
+use crate::toxic::{TimeoutMode, Toxic, ToxicKind};
 
 /// The most bytes a link holds before it stops reading its source (back-pressure).
 pub(crate) const MAX_BUFFERED: usize = 1 << 20;
@@ -83,11 +82,14 @@ struct Stage {
     head_piece: usize,
     /// Set on update: the head item in progress leaves at once (upstream's interrupt).
     release_head: bool,
+    /// slicer: the sizes of the pieces of the head chunk still to send, in order.
+    slices: VecDeque<usize>,
     /// bandwidth: when the previous piece finished.
     next_free: Option<Instant>,
     /// timeout: start of the current wait.
     since: Instant,
-    /// timeout: the end of stream arrived and is held (not passed on while the toxic applies).
+    /// timeout: the end of stream arrived and is held (partition mode: not passed on while the
+    /// toxic applies).
     eof_held: bool,
     /// reset_peer: when the reset fires.
     reset_at: Option<Instant>,
@@ -113,6 +115,7 @@ impl Stage {
             closed: false,
             head_due: None,
             head_piece: 0,
+            slices: VecDeque::new(),
             release_head: false,
             next_free: None,
             since: now,
@@ -128,12 +131,14 @@ impl Stage {
     /// again, timers restart and a head item in progress is released.
     fn update(&mut self, toxic: Arc<Toxic>, now: Instant, rng: &mut fastrand::Rng) {
         self.active = rng.f32() < toxic.toxicity;
-        let in_progress = self.head_due.is_some()
-            && matches!(
-                self.toxic.kind,
-                ToxicKind::Latency { .. } | ToxicKind::Bandwidth { .. } | ToxicKind::Slicer { .. }
-            );
+        let in_progress = match self.toxic.kind {
+            ToxicKind::Latency { .. } | ToxicKind::Bandwidth { .. } => self.head_due.is_some(),
+            // Pieces of the head chunk are left: upstream sends the rest of it at once.
+            ToxicKind::Slicer { .. } => !self.slices.is_empty(),
+            _ => false,
+        };
         self.release_head = in_progress;
+        self.slices.clear();
         self.toxic = toxic;
         self.head_due = None;
         self.next_free = None;
@@ -154,8 +159,15 @@ impl Stage {
         }
     }
 
-    /// `source_closed`: the proxy closed the link's source itself (see [`Link::close_source`]).
-    fn poll(&mut self, now: Instant, rng: &mut fastrand::Rng, source_closed: bool) -> Step {
+    /// `source_closed`: the proxy closed the link's source itself (see [`Link::close_source`]);
+    /// `mode`: what an applied `timeout` does with the end of stream.
+    fn poll(
+        &mut self,
+        now: Instant,
+        rng: &mut fastrand::Rng,
+        source_closed: bool,
+        mode: TimeoutMode,
+    ) -> Step {
         if self.closed {
             return match self.buf.pop_front() {
                 Some(_) => Step::Consumed,
@@ -184,7 +196,7 @@ impl Stage {
                 size_variation,
                 delay,
             } => self.poll_slicer(now, rng, average_size, size_variation, delay),
-            ToxicKind::Timeout { timeout } => self.poll_timeout(now, timeout, source_closed),
+            ToxicKind::Timeout { timeout } => self.poll_timeout(now, timeout, source_closed, mode),
             ToxicKind::ResetPeer { timeout } => match self.reset_at {
                 Some(at) if now >= at => Step::Reset,
                 Some(at) => Step::Blocked(Some(at)),
@@ -307,20 +319,15 @@ impl Stage {
                 return Step::Blocked(Some(due));
             }
         }
+        // Like upstream, a delay follows every piece, the last one of a chunk included.
         self.head_due = (delay_us > 0).then(|| now + Duration::from_micros(delay_us as u64));
         if matches!(self.buf.front(), Some(Item::Eof)) {
             return self.pass();
         }
-        let size = if len as i64 - average <= variation {
-            len
-        } else {
-            let offset = if variation > 0 {
-                rng.i64(0..variation.saturating_mul(2)) - variation
-            } else {
-                0
-            };
-            average.saturating_add(offset).clamp(1, len as i64) as usize
-        };
+        if self.slices.is_empty() {
+            self.slices = slice_plan(len, average, variation, rng);
+        }
+        let size = self.slices.pop_front().unwrap_or(len);
         self.split_head(size)
     }
 
@@ -335,7 +342,13 @@ impl Stage {
         }
     }
 
-    fn poll_timeout(&mut self, now: Instant, timeout: i64, source_closed: bool) -> Step {
+    fn poll_timeout(
+        &mut self,
+        now: Instant,
+        timeout: i64,
+        source_closed: bool,
+        mode: TimeoutMode,
+    ) -> Step {
         if self.eof_held && source_closed {
             return Step::Close;
         }
@@ -345,7 +358,9 @@ impl Stage {
                 self.since = now;
                 Step::Consumed
             }
-            // The end of stream is held: the destination is not told (a partition).
+            // Upstream: the end of the input closes the link.
+            Some(Item::Eof) if mode == TimeoutMode::Upstream => Step::Close,
+            // Partition: the end of stream is held, the destination is not told.
             Some(Item::Eof) => {
                 self.eof_held = true;
                 Step::Consumed
@@ -363,6 +378,37 @@ impl Stage {
     }
 }
 
+/// The sizes of the pieces a `slicer` cuts a chunk of `len` bytes into, in order: upstream's
+/// `SlicerToxic.chunk`, which halves a piece (moving the cut by up to ± `variation`) until it
+/// is at most `average + variation` long. Iterative, so a long chunk cannot exhaust the stack;
+/// every piece has at least one byte (upstream recurses forever with `average` 0 and cuts out
+/// of range when `variation` exceeds half a piece; here the cut is kept inside the piece).
+fn slice_plan(
+    len: usize,
+    average: i64,
+    variation: i64,
+    rng: &mut fastrand::Rng,
+) -> VecDeque<usize> {
+    let mut pieces = VecDeque::new();
+    let mut pending = vec![(0usize, len)];
+    while let Some((start, end)) = pending.pop() {
+        let size = end - start;
+        if size <= 1 || (size as i64).saturating_sub(average) <= variation {
+            pieces.push_back(size);
+            continue;
+        }
+        let mut mid = (start + size / 2) as i64;
+        if variation > 0 {
+            mid += rng.i64(0..variation.saturating_mul(2)) - variation;
+        }
+        let mid = mid.clamp(start as i64 + 1, end as i64 - 1) as usize;
+        // The left half is cut first: push it last.
+        pending.push((mid, end));
+        pending.push((start, mid));
+    }
+    pieces
+}
+
 /// A direction of a connection: the stages of its toxic chain and the output queue.
 #[derive(Debug)]
 pub(crate) struct Link {
@@ -372,6 +418,8 @@ pub(crate) struct Link {
     reset: bool,
     /// The proxy closed the source: an end of stream held by a `timeout` goes on.
     source_closed: bool,
+    /// What an applied `timeout` does with the end of stream.
+    timeout_mode: TimeoutMode,
 }
 
 fn push(queue: &mut VecDeque<Item>, closed: &mut bool, item: Item) {
@@ -392,8 +440,13 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 }
 
 impl Link {
-    /// A link running the given chain.
-    pub(crate) fn new(chain: &[Arc<Toxic>], now: Instant, rng: &mut fastrand::Rng) -> Self {
+    /// A link running the given chain, its `timeout` toxics in `timeout_mode`.
+    pub(crate) fn new(
+        chain: &[Arc<Toxic>],
+        timeout_mode: TimeoutMode,
+        now: Instant,
+        rng: &mut fastrand::Rng,
+    ) -> Self {
         Self {
             stages: chain
                 .iter()
@@ -403,6 +456,7 @@ impl Link {
             out_closed: false,
             reset: false,
             source_closed: false,
+            timeout_mode,
         }
     }
 
@@ -453,13 +507,13 @@ impl Link {
     /// Moves items through the stages as far as they can go at `now`; returns when the link
     /// next needs to run (None: only when input, output or the toxics change).
     pub(crate) fn advance(&mut self, now: Instant, rng: &mut fastrand::Rng) -> Option<Instant> {
-        let source_closed = self.source_closed;
+        let (source_closed, mode) = (self.source_closed, self.timeout_mode);
         loop {
             let mut progressed = false;
             let mut wake = None;
             for i in 0..self.stages.len() {
                 loop {
-                    match self.stages[i].poll(now, rng, source_closed) {
+                    match self.stages[i].poll(now, rng, source_closed, mode) {
                         Step::Emit(item) => {
                             self.deliver(i + 1, item);
                             progressed = true;

@@ -1,11 +1,12 @@
 //! `toxiproxy-server`: the workspace's Toxiproxy-compatible server, a drop-in for the upstream
-//! binary and image (`-host`, `-port`, `-config`, `-seed`, `-version`).
+//! binary and image (`-host`, `-port`, `-config`, `-seed`, `-version`), plus its own
+//! `-timeout-mode` / `TOXIPROXY_TIMEOUT_MODE`.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use toxiproxy_server::cli::{Args, USAGE};
-use toxiproxy_server::{Server, VERSION};
+use toxiproxy_server::cli::{Args, ENV_TIMEOUT_MODE, USAGE};
+use toxiproxy_server::{Server, TimeoutMode, VERSION};
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
 
@@ -25,6 +26,14 @@ fn main() -> ExitCode {
         println!("toxiproxy-server version {VERSION}");
         return ExitCode::SUCCESS;
     }
+    let env_mode = std::env::var_os(ENV_TIMEOUT_MODE).map(|v| v.to_string_lossy().into_owned());
+    let timeout_mode = match args.timeout_mode(env_mode.as_deref()) {
+        Ok(mode) => mode,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
     let filter = std::env::var("RUST_LOG")
         .ok()
         .or_else(|| std::env::var("LOG_LEVEL").ok())
@@ -41,11 +50,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(args))
+    runtime.block_on(run(args, timeout_mode))
 }
 
-async fn run(args: Args) -> ExitCode {
-    let mut server = Server::new();
+async fn run(args: Args, timeout_mode: TimeoutMode) -> ExitCode {
+    let mut server = Server::new().timeout_mode(timeout_mode);
     if let Some(seed) = args.seed {
         server = server.seed(seed);
     }

@@ -44,6 +44,19 @@ pub async fn resolve_listen(listen: &str) -> io::Result<Vec<SocketAddr>> {
     Ok(addrs)
 }
 
+/// The address a listen address stands for, to compare with a bound one, like Go's
+/// `net.ResolveTCPAddr("tcp", addr)` as upstream Toxiproxy's `Proxy.Differs` uses it:
+/// `localhost:8666` is `127.0.0.1:8666`. It is the first address [`resolve_listen`] tries, so
+/// an empty host is the IPv6 wildcard (Go keeps it empty, and upstream then finds `:8666`
+/// different from the bound `[::]:8666`; here the two compare equal).
+pub async fn resolve_for_compare(listen: &str) -> io::Result<SocketAddr> {
+    resolve_listen(listen)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("address {listen}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +74,9 @@ mod tests {
             resolve_listen("127.0.0.1:9").await.unwrap(),
             vec!["127.0.0.1:9".parse::<SocketAddr>().unwrap()]
         );
+        let v4: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert_eq!(resolve_for_compare("localhost:9").await.unwrap(), v4);
+        assert_eq!(resolve_for_compare("127.0.0.1:9").await.unwrap(), v4);
+        assert!(resolve_for_compare("localhost").await.is_err());
     }
 }

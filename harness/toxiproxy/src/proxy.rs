@@ -12,12 +12,21 @@ use tracing::{info, warn};
 
 use crate::conn::{self, ConnCtx};
 use crate::error::ApiError;
-use crate::net::resolve_listen;
-use crate::toxic::ToxicView;
+use crate::net::{resolve_for_compare, resolve_listen};
+use crate::toxic::{TimeoutMode, ToxicView};
 use crate::toxics::{ToxicCollection, ToxicSet};
 
 /// Shared source of per-connection random seeds (seeded by `-seed` for reproducible runs).
 pub(crate) type SeedSource = Arc<Mutex<fastrand::Rng>>;
+
+/// What every proxy of a server shares.
+#[derive(Clone, Debug)]
+pub(crate) struct ProxyOptions {
+    /// Seeds of the connections' randomness.
+    pub seeds: SeedSource,
+    /// What an applied `timeout` toxic does when its input ends.
+    pub timeout_mode: TimeoutMode,
+}
 
 /// The JSON form of a proxy: `{name, listen, upstream, enabled, toxics}`.
 #[derive(Clone, Debug, Serialize)]
@@ -49,19 +58,19 @@ pub(crate) struct Proxy {
     pub upstream: String,
     pub toxics: ToxicCollection,
     running: Option<Running>,
-    seeds: SeedSource,
+    options: ProxyOptions,
 }
 
 impl Proxy {
     /// A stopped proxy.
-    pub fn new(name: String, listen: String, upstream: String, seeds: SeedSource) -> Self {
+    pub fn new(name: String, listen: String, upstream: String, options: ProxyOptions) -> Self {
         Self {
             name,
             listen,
             upstream,
             toxics: ToxicCollection::new(),
             running: None,
-            seeds,
+            options,
         }
     }
 
@@ -79,6 +88,17 @@ impl Proxy {
             enabled: self.enabled(),
             toxics: self.toxics.views(),
         }
+    }
+
+    /// Whether `listen` and `upstream` name another proxy than this one's, like upstream's
+    /// `Proxy.Differs`: the new listen address is resolved first (`localhost:8666` is the
+    /// stored `127.0.0.1:8666`), the upstream is compared as given. An address that does not
+    /// resolve is a 500 with the resolver's error, as upstream answers it.
+    pub async fn differs(&self, listen: &str, upstream: &str) -> Result<bool, ApiError> {
+        let resolved = resolve_for_compare(listen)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(self.listen != resolved.to_string() || self.upstream != upstream)
     }
 
     /// Starts listening; afterwards `listen` is the bound address. A listen failure is a 500
@@ -105,7 +125,7 @@ impl Proxy {
                 toxics: self.toxics.subscribe(),
                 cancel: cancel.clone(),
                 tracker: tracker.clone(),
-                seeds: self.seeds.clone(),
+                options: self.options.clone(),
             },
         ));
         self.running = Some(Running { cancel, tracker });
@@ -146,7 +166,7 @@ struct AcceptCtx {
     toxics: watch::Receiver<Arc<ToxicSet>>,
     cancel: CancellationToken,
     tracker: TaskTracker,
-    seeds: SeedSource,
+    options: ProxyOptions,
 }
 
 async fn accept_loop(listener: TcpListener, ctx: AcceptCtx) {
@@ -166,13 +186,19 @@ async fn accept_loop(listener: TcpListener, ctx: AcceptCtx) {
         };
         info!(name = %ctx.name, client = %peer, proxy = %ctx.local, upstream = %ctx.upstream,
             "Accepted client");
-        let seed = ctx.seeds.lock().unwrap_or_else(|e| e.into_inner()).u64(..);
+        let seed = ctx
+            .options
+            .seeds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .u64(..);
         let conn_ctx = ConnCtx {
             proxy: ctx.name.clone(),
             upstream: ctx.upstream.clone(),
             toxics: ctx.toxics.clone(),
             cancel: ctx.cancel.child_token(),
             rng: fastrand::Rng::with_seed(seed),
+            timeout_mode: ctx.options.timeout_mode,
         };
         ctx.tracker.spawn(conn::serve(socket, peer, conn_ctx));
     }

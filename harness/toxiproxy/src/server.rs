@@ -13,7 +13,8 @@ use crate::api::{self, AppState};
 use crate::collection::{parse_body, Proxies};
 use crate::error::Error;
 use crate::net::resolve_listen;
-use crate::proxy::ProxyView;
+use crate::proxy::{ProxyOptions, ProxyView};
+use crate::toxic::TimeoutMode;
 
 /// A Toxiproxy-compatible server, to start in-process.
 ///
@@ -28,6 +29,7 @@ use crate::proxy::ProxyView;
 #[derive(Clone, Debug, Default)]
 pub struct Server {
     seed: Option<u64>,
+    timeout_mode: TimeoutMode,
 }
 
 impl Server {
@@ -39,6 +41,13 @@ impl Server {
     /// Seeds the randomness of toxicity rolls and jitter (upstream's `-seed`).
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// Sets what an applied `timeout` toxic does when its input ends (see the crate docs, "The
+    /// `timeout` toxic"). Default: [`TimeoutMode::Upstream`].
+    pub fn timeout_mode(mut self, mode: TimeoutMode) -> Self {
+        self.timeout_mode = mode;
         self
     }
 
@@ -69,9 +78,10 @@ impl Server {
             Some(seed) => fastrand::Rng::with_seed(seed),
             None => fastrand::Rng::new(),
         };
-        let state: AppState = Arc::new(tokio::sync::Mutex::new(Proxies::new(Arc::new(
-            Mutex::new(rng),
-        ))));
+        let state: AppState = Arc::new(tokio::sync::Mutex::new(Proxies::new(ProxyOptions {
+            seeds: Arc::new(Mutex::new(rng)),
+            timeout_mode: self.timeout_mode,
+        })));
         let cancel = CancellationToken::new();
         let app = api::router(state.clone());
         let stop = cancel.clone();
@@ -80,7 +90,8 @@ impl Server {
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await
         });
-        info!(address = %local_addr, "Starting Toxiproxy HTTP server");
+        info!(address = %local_addr, timeout_mode = %self.timeout_mode,
+            "Starting Toxiproxy HTTP server");
         Ok(ServerHandle {
             local_addr,
             state,

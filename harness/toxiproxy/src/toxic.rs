@@ -9,6 +9,49 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 
+/// What an applied `timeout` toxic does when its input ends (the source closed, or reading it
+/// failed). A server-wide option: see the crate docs, "The `timeout` toxic".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TimeoutMode {
+    /// Upstream Toxiproxy since 2.1.4: the toxic closes its link, so the close reaches the
+    /// destination at once (and, the socket being closed, the other direction ends too).
+    #[default]
+    Upstream,
+    /// A network partition, as upstream up to 2.1.3 behaved: the end of stream is held, so the
+    /// destination is not told until the toxic goes, its timer fires, the other peer closes or
+    /// the proxy stops.
+    Partition,
+}
+
+impl TimeoutMode {
+    /// The option's value for this mode: `upstream` or `partition`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Upstream => "upstream",
+            Self::Partition => "partition",
+        }
+    }
+}
+
+impl std::fmt::Display for TimeoutMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for TimeoutMode {
+    type Err = crate::error::ParseTimeoutModeError;
+
+    /// Parses `upstream` or `partition`, case-insensitively.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "upstream" => Ok(Self::Upstream),
+            "partition" => Ok(Self::Partition),
+            _ => Err(crate::error::ParseTimeoutModeError(s.to_owned())),
+        }
+    }
+}
+
 /// Which way data flows through a toxic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
@@ -51,7 +94,8 @@ pub enum ToxicKind {
         /// Delay in milliseconds.
         delay: i64,
     },
-    /// Drops all data; closes the connection after `timeout` ms without data (0: never).
+    /// Drops all data; closes the connection after `timeout` ms without data (0: never). What
+    /// it does when its input ends is the server's [`TimeoutMode`].
     Timeout {
         /// Timeout in milliseconds.
         timeout: i64,
@@ -61,7 +105,9 @@ pub enum ToxicKind {
         /// Delay in milliseconds.
         timeout: i64,
     },
-    /// Slices data into smaller chunks with `delay` microseconds between them.
+    /// Slices each chunk by halving it until the pieces are at most `average_size +
+    /// size_variation` long (each cut moved by up to ± `size_variation`), with `delay`
+    /// microseconds after every piece.
     Slicer {
         /// Average slice size in bytes.
         average_size: i64,
@@ -389,6 +435,24 @@ mod tests {
             }
         );
         assert_eq!(t.toxicity, 0.5);
+    }
+
+    #[test]
+    fn timeout_mode_parses_its_two_values() {
+        assert_eq!(TimeoutMode::default(), TimeoutMode::Upstream);
+        for mode in [TimeoutMode::Upstream, TimeoutMode::Partition] {
+            assert_eq!(mode.as_str().parse::<TimeoutMode>().unwrap(), mode);
+            assert_eq!(mode.to_string(), mode.as_str());
+        }
+        assert_eq!(
+            " Partition ".parse::<TimeoutMode>().unwrap(),
+            TimeoutMode::Partition
+        );
+        let err = "hold".parse::<TimeoutMode>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid timeout mode \"hold\": expected upstream or partition"
+        );
     }
 
     #[test]

@@ -3,6 +3,9 @@
 use super::*;
 use crate::toxic::Direction;
 
+const UPSTREAM: TimeoutMode = TimeoutMode::Upstream;
+const PARTITION: TimeoutMode = TimeoutMode::Partition;
+
 fn toxic(id: u64, kind: ToxicKind) -> Arc<Toxic> {
     Arc::new(Toxic {
         id,
@@ -40,7 +43,7 @@ fn ms(n: u64) -> Duration {
 fn no_toxics_passes_through_and_ends() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
-    let mut link = Link::new(&[], t0, &mut rng);
+    let mut link = Link::new(&[], UPSTREAM, t0, &mut rng);
     link.push_input(data("hello", t0));
     assert_eq!(link.advance(t0, &mut rng), None);
     assert_eq!(take_out(&mut link), "hello");
@@ -61,7 +64,7 @@ fn latency_delays_each_chunk_from_its_read_time() {
             jitter: 0,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("a", t0));
     link.push_input(data("b", t0 + ms(10)));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(100)));
@@ -83,7 +86,7 @@ fn jitter_stays_within_bounds() {
             jitter: 20,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     for _ in 0..50 {
         link.push_input(data("x", t0));
         let due = link.advance(t0, &mut rng).unwrap();
@@ -98,7 +101,7 @@ fn bandwidth_zero_holds_then_heals_in_order() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Bandwidth { rate: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("one ", t0));
     link.push_input(data("two ", t0));
     assert_eq!(link.advance(t0 + ms(1000), &mut rng), None);
@@ -116,7 +119,7 @@ fn bandwidth_paces_data() {
     let t0 = Instant::now();
     // 10 KB/s: 2000 bytes take 200 ms, in pieces of 1000 bytes (100 ms each).
     let chain = [toxic(1, ToxicKind::Bandwidth { rate: 10 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data(&"x".repeat(2000), t0));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(100)));
     assert_eq!(link.advance(t0 + ms(100), &mut rng), Some(t0 + ms(200)));
@@ -130,7 +133,7 @@ fn timeout_zero_drops_silently_and_removal_closes() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("lost", t0));
     assert_eq!(link.advance(t0 + ms(60_000), &mut rng), None);
     assert_eq!(take_out(&mut link), "");
@@ -146,7 +149,7 @@ fn timeout_closes_after_quiet_period() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 50 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(50)));
     link.push_input(data("x", t0 + ms(30)));
     assert_eq!(link.advance(t0 + ms(30), &mut rng), Some(t0 + ms(80)));
@@ -155,12 +158,28 @@ fn timeout_closes_after_quiet_period() {
     assert_eq!(take_out(&mut link), "");
 }
 
+/// Upstream's `timeout` closes its link when its input ends, whatever its timer.
 #[test]
-fn timeout_zero_holds_the_end_of_stream_until_removed() {
+fn timeout_closes_the_link_when_its_input_ends() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    for timeout in [0, 50] {
+        let chain = [toxic(1, ToxicKind::Timeout { timeout })];
+        let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
+        link.push_input(data("lost", t0));
+        link.push_input(Item::Eof);
+        link.advance(t0, &mut rng);
+        assert!(link.output_ended(), "timeout {timeout}");
+        assert_eq!(take_out(&mut link), "");
+    }
+}
+
+#[test]
+fn partition_timeout_zero_holds_the_end_of_stream_until_removed() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.push_input(data("lost", t0));
     link.push_input(Item::Eof);
     assert_eq!(link.advance(t0 + ms(60_000), &mut rng), None);
@@ -173,11 +192,11 @@ fn timeout_zero_holds_the_end_of_stream_until_removed() {
 }
 
 #[test]
-fn held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
+fn partition_held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 0 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.push_input(Item::Eof);
     link.advance(t0, &mut rng);
     assert!(!link.output_ended());
@@ -185,18 +204,18 @@ fn held_end_of_stream_goes_on_when_the_proxy_closes_the_source() {
     link.advance(t0, &mut rng);
     assert!(link.output_ended());
     // Closing the source of a link still reading ends it too (the timeout drops the end).
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.close_source();
     link.advance(t0, &mut rng);
     assert!(link.output_ended());
 }
 
 #[test]
-fn held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
+fn partition_held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let t = toxic(1, ToxicKind::Timeout { timeout: 0 });
-    let mut link = Link::new(std::slice::from_ref(&t), t0, &mut rng);
+    let mut link = Link::new(std::slice::from_ref(&t), PARTITION, t0, &mut rng);
     link.push_input(Item::Eof);
     link.advance(t0, &mut rng);
     assert!(!link.output_ended());
@@ -209,11 +228,11 @@ fn held_end_of_stream_goes_on_when_an_update_unapplies_the_timeout() {
 }
 
 #[test]
-fn timeout_closes_on_its_timer_not_on_the_end_of_stream() {
+fn partition_timeout_closes_on_its_timer_not_on_the_end_of_stream() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::Timeout { timeout: 50 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, PARTITION, t0, &mut rng);
     link.push_input(data("x", t0 + ms(10)));
     link.push_input(Item::Eof);
     assert_eq!(link.advance(t0 + ms(10), &mut rng), Some(t0 + ms(60)));
@@ -228,7 +247,7 @@ fn reset_peer_fires_after_first_data_plus_timeout() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::ResetPeer { timeout: 20 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     assert_eq!(link.advance(t0 + ms(500), &mut rng), None);
     link.push_input(data("x", t0 + ms(500)));
     assert_eq!(link.advance(t0 + ms(500), &mut rng), Some(t0 + ms(520)));
@@ -243,7 +262,7 @@ fn slow_close_delays_only_the_end() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::SlowClose { delay: 40 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("bye", t0));
     link.push_input(Item::Eof);
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(40)));
@@ -258,7 +277,7 @@ fn limit_data_truncates_then_closes() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
     let chain = [toxic(1, ToxicKind::LimitData { bytes: 5 })];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("abc", t0));
     link.advance(t0, &mut rng);
     assert!(!link.output_ended());
@@ -280,13 +299,79 @@ fn slicer_cuts_chunks_with_delays() {
             delay: 1000,
         },
     )];
-    let mut link = Link::new(&chain, t0, &mut rng);
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
     link.push_input(data("abcdefghij", t0));
     assert_eq!(link.advance(t0, &mut rng), Some(t0 + ms(1)));
-    assert_eq!(link.next_write().unwrap().len(), 4);
-    link.advance(t0 + ms(1), &mut rng);
+    assert_eq!(take_out(&mut link), "ab");
+    assert_eq!(link.advance(t0 + ms(1), &mut rng), Some(t0 + ms(2)));
+    assert_eq!(take_out(&mut link), "cde");
     link.advance(t0 + ms(2), &mut rng);
-    assert_eq!(take_out(&mut link), "abcdefghij");
+    link.advance(t0 + ms(3), &mut rng);
+    assert_eq!(take_out(&mut link), "fghij");
+}
+
+/// The sizes of the pieces a slicer cuts one chunk of `len` bytes into (no delay).
+fn slice_sizes(len: usize, average_size: i64, size_variation: i64, seed: u64) -> Vec<usize> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let t0 = Instant::now();
+    let chain = [toxic(
+        1,
+        ToxicKind::Slicer {
+            average_size,
+            size_variation,
+            delay: 0,
+        },
+    )];
+    let mut link = Link::new(&chain, UPSTREAM, t0, &mut rng);
+    let payload: String = (0..len)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    link.push_input(data(&payload, t0));
+    assert_eq!(link.advance(t0, &mut rng), None);
+    let mut sizes = Vec::new();
+    let mut out = Vec::new();
+    while let Some(piece) = link.next_write() {
+        sizes.push(piece.len());
+        out.extend_from_slice(&piece);
+        link.wrote(piece.len());
+    }
+    assert_eq!(out, payload.as_bytes(), "the pieces keep the data in order");
+    sizes
+}
+
+/// Upstream's slicer halves a chunk recursively until a piece is at most
+/// `average_size + size_variation` long: 10 bytes at average 4 are 5 + 5, then 2 + 3 twice.
+#[test]
+fn slicer_halves_recursively_like_upstream() {
+    assert_eq!(slice_sizes(10, 4, 0, 1), [2, 3, 2, 3]);
+    assert_eq!(
+        slice_sizes(100, 10, 0, 1),
+        [6, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6, 7]
+    );
+    assert_eq!(slice_sizes(9, 4, 0, 1), [4, 2, 3]);
+    assert_eq!(slice_sizes(4, 4, 0, 1), [4]);
+}
+
+#[test]
+fn slicer_pieces_stay_within_average_plus_variation() {
+    for seed in 0..20 {
+        let sizes = slice_sizes(2000, 10, 5, seed);
+        assert!(sizes.iter().all(|&n| (1..=15).contains(&n)), "{sizes:?}");
+        // Halving, not cutting fixed pieces: the sizes vary around the average.
+        let mean = 2000.0 / sizes.len() as f64;
+        assert!((7.5..=15.0).contains(&mean), "mean piece {mean}");
+    }
+}
+
+/// Settings upstream does not survive (average 0 recurses forever; a variation beyond the
+/// average cuts out of range) still cut pieces of at least one byte.
+#[test]
+fn slicer_degenerate_settings_cut_non_empty_pieces() {
+    assert_eq!(slice_sizes(5, 0, 0, 1), [1, 1, 1, 1, 1]);
+    for seed in 0..20 {
+        let sizes = slice_sizes(40, 2, 10, seed);
+        assert!(sizes.iter().all(|&n| (1..=12).contains(&n)), "{sizes:?}");
+    }
 }
 
 #[test]
@@ -301,7 +386,7 @@ fn removed_stage_hands_its_data_on_in_order() {
         },
     );
     let stall = toxic(2, ToxicKind::Bandwidth { rate: 0 });
-    let mut link = Link::new(&[lat.clone(), stall.clone()], t0, &mut rng);
+    let mut link = Link::new(&[lat.clone(), stall.clone()], UPSTREAM, t0, &mut rng);
     link.push_input(data("1", t0));
     link.advance(t0 + ms(100), &mut rng); // "1" now held by the stall
     link.push_input(data("2", t0 + ms(100)));
@@ -317,7 +402,7 @@ fn removed_stage_hands_its_data_on_in_order() {
 fn toxics_added_later_apply_to_the_live_link() {
     let mut rng = fastrand::Rng::with_seed(1);
     let t0 = Instant::now();
-    let mut link = Link::new(&[], t0, &mut rng);
+    let mut link = Link::new(&[], UPSTREAM, t0, &mut rng);
     link.reconcile(&[toxic(1, ToxicKind::Timeout { timeout: 0 })], t0, &mut rng);
     link.push_input(data("x", t0));
     link.advance(t0, &mut rng);
@@ -331,7 +416,7 @@ fn zero_toxicity_never_applies() {
     let t0 = Instant::now();
     let mut t = (*toxic(1, ToxicKind::Timeout { timeout: 0 })).clone();
     t.toxicity = 0.0;
-    let mut link = Link::new(&[Arc::new(t)], t0, &mut rng);
+    let mut link = Link::new(&[Arc::new(t)], UPSTREAM, t0, &mut rng);
     link.push_input(data("x", t0));
     link.advance(t0, &mut rng);
     assert_eq!(take_out(&mut link), "x");
@@ -348,7 +433,7 @@ fn update_releases_the_chunk_in_progress() {
             jitter: 0,
         },
     );
-    let mut link = Link::new(std::slice::from_ref(&lat), t0, &mut rng);
+    let mut link = Link::new(std::slice::from_ref(&lat), UPSTREAM, t0, &mut rng);
     link.push_input(data("x", t0));
     link.advance(t0, &mut rng);
     let mut updated = (*lat).clone();
@@ -356,4 +441,27 @@ fn update_releases_the_chunk_in_progress() {
     link.reconcile(&[Arc::new(updated)], t0, &mut rng);
     link.advance(t0, &mut rng);
     assert_eq!(take_out(&mut link), "x");
+}
+
+#[test]
+fn slicer_update_sends_the_rest_of_the_chunk_at_once() {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let t0 = Instant::now();
+    let slicer = toxic(
+        1,
+        ToxicKind::Slicer {
+            average_size: 4,
+            size_variation: 0,
+            delay: 1000,
+        },
+    );
+    let mut link = Link::new(std::slice::from_ref(&slicer), UPSTREAM, t0, &mut rng);
+    link.push_input(data("abcdefghij", t0));
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "ab");
+    let mut updated = (*slicer).clone();
+    updated.generation += 1;
+    link.reconcile(&[Arc::new(updated)], t0, &mut rng);
+    link.advance(t0, &mut rng);
+    assert_eq!(take_out(&mut link), "cdefghij");
 }

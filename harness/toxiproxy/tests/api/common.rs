@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::Runtime;
 use toxiproxy_rust::client::Client;
 use toxiproxy_rust::proxy::{Proxy, ProxyPack};
-use toxiproxy_server::{Server, ServerHandle};
+use toxiproxy_server::{Server, ServerHandle, TimeoutMode};
 
 /// A server under test, with a TCP echo server to proxy to.
 pub struct Fixture {
@@ -26,15 +26,23 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// A server with the defaults (upstream's `timeout` semantics).
     pub fn new() -> Self {
+        Self::with(Server::new().seed(42))
+    }
+
+    /// A server whose `timeout` toxic holds the end of stream (a partition).
+    pub fn partition() -> Self {
+        Self::with(Server::new().seed(42).timeout_mode(TimeoutMode::Partition))
+    }
+
+    fn with(server: Server) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        let handle = rt
-            .block_on(Server::new().seed(42).start("127.0.0.1:0"))
-            .unwrap();
+        let handle = rt.block_on(server.start("127.0.0.1:0")).unwrap();
         let api = handle.local_addr();
         let echo = rt.block_on(echo_server());
         Self {

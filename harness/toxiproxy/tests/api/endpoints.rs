@@ -91,6 +91,81 @@ fn populate_raw_answers_and_errors() {
     assert_eq!(body["error"], "missing required field: upstream at proxy 1");
 }
 
+/// Upstream resolves a listen address before comparing it with the bound one (2.12's fix #631),
+/// so repeating a `/populate` that names the host (`localhost:PORT`, stored as `127.0.0.1:PORT`)
+/// keeps the proxy: its toxics and its open connections stay. An update naming the same address
+/// does not restart it either.
+#[test]
+fn populate_by_host_name_is_safe_to_repeat() {
+    let f = Fixture::new();
+    let up = f.echo.to_string();
+    let first = json!([{"name": "h", "listen": "localhost:0", "upstream": up}]).to_string();
+    let (status, body) = f.call("POST", "/populate", Some(&first));
+    assert_eq!(status, 201, "{body}");
+    let bound: std::net::SocketAddr = body["proxies"][0]["listen"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bound.ip().is_loopback());
+    let proxy = f.client.find_proxy("h").unwrap();
+    proxy.with_latency("downstream".into(), 1, 0, 1.0);
+    let mut conn = TcpStream::connect(bound).unwrap();
+    assert_echo(&mut conn, b"before");
+
+    let by_name = format!("localhost:{}", bound.port());
+    let again = json!([{"name": "h", "listen": by_name, "upstream": up}]).to_string();
+    let (status, body) = f.call("POST", "/populate", Some(&again));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["proxies"][0]["listen"], bound.to_string());
+    assert_eq!(
+        body["proxies"][0]["toxics"][0]["name"],
+        "latency_downstream"
+    );
+    assert_echo(&mut conn, b"kept by populate");
+
+    let update = json!({"listen": by_name}).to_string();
+    let (status, body) = f.call("POST", "/proxies/h", Some(&update));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["listen"], bound.to_string());
+    assert_echo(&mut conn, b"kept by update");
+}
+
+/// A name given twice in one `/populate` list is not refused: upstream applies the entries in
+/// order, so the later one replaces the earlier (which it stops), and the answer lists both.
+#[test]
+fn populate_later_entry_of_a_name_wins() {
+    let f = Fixture::new();
+    let other = f.block_on(echo_server());
+    let list = json!([
+        {"name": "twice", "listen": "127.0.0.1:0", "upstream": f.echo.to_string()},
+        {"name": "twice", "listen": "127.0.0.1:0", "upstream": other.to_string()},
+    ])
+    .to_string();
+    let (status, body) = f.call("POST", "/populate", Some(&list));
+    assert_eq!(status, 201, "{body}");
+    let answered = body["proxies"].as_array().unwrap();
+    assert_eq!(answered.len(), 2, "{body}");
+    assert_eq!(answered[0]["upstream"], f.echo.to_string());
+    assert_eq!(
+        answered[0]["enabled"], false,
+        "the earlier entry was stopped"
+    );
+    assert_eq!(answered[1]["upstream"], other.to_string());
+    assert_eq!(answered[1]["enabled"], true);
+    let (_, all) = f.call("GET", "/proxies", None);
+    assert_eq!(all.as_object().unwrap().len(), 1);
+    assert_eq!(all["twice"]["upstream"], other.to_string());
+    assert_eq!(all["twice"]["listen"], answered[1]["listen"]);
+    let earlier = answered[0]["listen"].as_str().unwrap();
+    assert!(
+        TcpStream::connect(earlier).is_err(),
+        "the earlier entry does not listen"
+    );
+    let mut conn = TcpStream::connect(answered[1]["listen"].as_str().unwrap()).unwrap();
+    assert_echo(&mut conn, b"the later one");
+}
+
 #[test]
 fn create_conflict_and_bad_input() {
     let f = Fixture::new();

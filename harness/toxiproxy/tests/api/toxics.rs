@@ -75,11 +75,40 @@ fn timeout_zero_is_a_silent_black_hole_and_removal_closes() {
     assert_echo(&mut fresh, b"healed");
 }
 
-/// A partitioned client's close must not reach the server (which keeps its session until its
-/// own timeouts end it): upstream's `timeout` 0 holds the end of stream.
+/// Upstream's `timeout` (since 2.1.4) closes its link when its input ends: a client's close
+/// under `timeout` 0 on both streams reaches the server at once (the server default).
+#[test]
+fn timeout_lets_the_client_close_through_like_upstream() {
+    let f = Fixture::new();
+    let (proxy, client, mut server) = f.tcp_pair("to-up");
+    proxy
+        .with_timeout("upstream".into(), 0, 1.0)
+        .with_timeout("downstream".into(), 0, 1.0);
+    let mut client = client;
+    client.write_all(b"lost").unwrap();
+    drop(client);
+    let (ending, after) = wait_closed(&mut server, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
+}
+
+/// Likewise the server's close under a downstream `timeout` reaches the client at once.
+#[test]
+fn timeout_lets_the_server_close_through_like_upstream() {
+    let f = Fixture::new();
+    let (proxy, mut client, server) = f.tcp_pair("to-down");
+    proxy.with_timeout("downstream".into(), 0, 1.0);
+    drop(server);
+    let (ending, after) = wait_closed(&mut client, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
+}
+
+/// In partition mode a partitioned client's close must not reach the server (which keeps its
+/// session until its own timeouts end it): `timeout` 0 holds the end of stream.
 #[test]
 fn partition_holds_the_client_close_until_the_toxics_go() {
-    let f = Fixture::new();
+    let f = Fixture::partition();
     let (proxy, mut client, mut server) = f.tcp_pair("part");
     proxy
         .with_timeout("upstream".into(), 0, 1.0)
@@ -97,13 +126,35 @@ fn partition_holds_the_client_close_until_the_toxics_go() {
 
 #[test]
 fn partition_holds_the_server_close_until_the_toxic_goes() {
-    let f = Fixture::new();
+    let f = Fixture::partition();
     let (proxy, mut client, server) = f.tcp_pair("part-down");
     proxy.with_timeout("downstream".into(), 0, 1.0);
     drop(server);
     assert_silent_and_open(&mut client, Duration::from_millis(500));
     proxy.delete_all_toxics().unwrap();
     let (ending, after) = wait_closed(&mut client, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
+}
+
+/// With upstream's semantics a `slow_close` behind the `timeout` holds a close instead (the way
+/// a harness can partition through the upstream image): the client's close waits in the
+/// `slow_close`, and removing the toxics closes the connection.
+#[test]
+fn slow_close_behind_a_timeout_holds_the_close_like_a_partition() {
+    let f = Fixture::new();
+    let (proxy, client, mut server) = f.tcp_pair("to-slow");
+    for stream in ["upstream", "downstream"] {
+        proxy
+            .with_timeout(stream.into(), 0, 1.0)
+            .with_slow_close(stream.into(), 86_400_000, 1.0);
+    }
+    let mut client = client;
+    client.write_all(b"lost").unwrap();
+    drop(client);
+    assert_silent_and_open(&mut server, Duration::from_millis(500));
+    proxy.delete_all_toxics().unwrap();
+    let (ending, after) = wait_closed(&mut server, Duration::from_secs(2));
     assert_eq!(ending, Ending::Eof);
     assert!(after < Duration::from_millis(500), "closed after {after:?}");
 }
@@ -119,8 +170,8 @@ fn client_close_reaches_the_server_without_toxics() {
 }
 
 #[test]
-fn timeout_closes_on_its_timer_not_on_the_client_close() {
-    let f = Fixture::new();
+fn partition_timeout_closes_on_its_timer_not_on_the_client_close() {
+    let f = Fixture::partition();
     let (proxy, mut client, mut server) = f.tcp_pair("to-close");
     proxy.with_timeout("upstream".into(), 400, 1.0);
     let start = Instant::now();
@@ -196,16 +247,51 @@ fn bandwidth_limits_throughput() {
     assert!(took < Duration::from_millis(1500), "took {took:?}");
 }
 
+/// A connection that starts while a `reset_peer` toxic is on the proxy gets zero linger, so
+/// the toxic's close is an RST.
 #[test]
-fn reset_peer_sends_rst_to_the_client() {
+fn reset_peer_resets_connections_that_start_with_it() {
     let f = Fixture::new();
-    let (proxy, mut conn) = f.echo_proxy("rst");
-    proxy.with_reset_peer_raw(&f, "downstream", 100);
+    let proxy = f.proxy("rst", f.echo);
+    proxy.with_reset_peer_raw(&f, "downstream", 100, 1.0);
+    let mut conn = connect(&proxy);
     let start = Instant::now();
     conn.write_all(b"trigger").unwrap();
     let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
     assert_eq!(ending, Ending::Reset);
     assert!(start.elapsed() >= Duration::from_millis(100));
+}
+
+/// Upstream sets zero linger only when a connection starts: a `reset_peer` added to a live
+/// connection closes it after its timeout, but with a FIN, not an RST.
+#[test]
+fn reset_peer_added_to_a_live_connection_closes_it_without_rst() {
+    let f = Fixture::new();
+    let (proxy, mut conn) = f.echo_proxy("rst-live");
+    proxy.with_reset_peer_raw(&f, "downstream", 100, 1.0);
+    let start = Instant::now();
+    conn.write_all(b"trigger").unwrap();
+    let (ending, _) = wait_closed(&mut conn, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Eof);
+    assert!(start.elapsed() >= Duration::from_millis(100));
+}
+
+/// The zero linger comes with the toxic's presence at the start, whatever its toxicity
+/// (upstream issue #603): any close of such a connection reaches the other peer as an RST.
+#[test]
+fn reset_peer_present_at_the_start_makes_every_close_a_reset() {
+    let f = Fixture::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = f.proxy("rst-linger", listener.local_addr().unwrap());
+    proxy.with_reset_peer_raw(&f, "upstream", 0, 0.0);
+    let mut client = connect(&proxy);
+    let mut server = accept_within(&listener, Duration::from_secs(5));
+    client.write_all(b"ping").unwrap();
+    assert_eq!(read_n(&mut server, 4, Duration::from_secs(2)), b"ping");
+    drop(client);
+    let (ending, after) = wait_closed(&mut server, Duration::from_secs(2));
+    assert_eq!(ending, Ending::Reset);
+    assert!(after < Duration::from_millis(500), "closed after {after:?}");
 }
 
 #[test]
@@ -297,13 +383,13 @@ fn unreachable_upstream_closes_the_client() {
 
 /// `toxiproxy_rust` 0.1.6 has no call for `reset_peer`, so it is created over plain HTTP.
 trait ResetPeer {
-    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32);
+    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32, toxicity: f32);
 }
 
 impl ResetPeer for toxiproxy_rust::proxy::Proxy {
-    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32) {
+    fn with_reset_peer_raw(&self, f: &Fixture, stream: &str, timeout: u32, toxicity: f32) {
         let body = serde_json::json!({"type": "reset_peer", "stream": stream,
-            "attributes": {"timeout": timeout}});
+            "toxicity": toxicity, "attributes": {"timeout": timeout}});
         let path = format!("/proxies/{}/toxics", self.proxy_pack.name);
         assert_eq!(f.call("POST", &path, Some(&body.to_string())).0, 200);
         let toxics = self.toxics().unwrap();
