@@ -16,7 +16,7 @@ use crate::event::ReplicaEvent;
 use crate::timeline::{Entry, What};
 
 /// How much of the story a scenario's snapshot keeps.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Story {
     /// Steps, faults and every term's transitions.
@@ -165,7 +165,7 @@ mod tests {
             Entry {
                 t_ms: 5.0,
                 what: What::Fault {
-                    verb: "freeze".into(),
+                    verb: crate::fault::Verb::Freeze,
                     target: winner.into(),
                     lifted: false,
                 },

@@ -12,9 +12,9 @@ use tokio::time::Instant;
 
 use crate::check::{Check, Verdict};
 use crate::report::{ClauseVerdict, Report, Source};
-use crate::scenario::file::Span;
 use crate::scenario::run::{self, RunOptions};
 use crate::scenario::Scenario;
+use crate::span::Span;
 use crate::topology::Images;
 
 /// The flags of `harness run`.
@@ -295,7 +295,7 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
             seconds: 0.0,
             checks: vec![Check {
                 name: "scenario ran".into(),
-                clauses: s.raw.clauses.iter().map(|c| c.get_ref().clone()).collect(),
+                clauses: s.clauses.clone(),
                 verdict: Verdict::Invalid,
                 figures: Default::default(),
                 message: format!("{e:#}"),

@@ -1,7 +1,8 @@
 //! The conformance report: every clause ID with its verdict, the scenario or test that decided
-//! it and the figures it measured, as `report.md`, `report.json` and `junit.xml`, plus one SVG
-//! timeline per scenario (`svg` module).
+//! it and the figures it measured, as `report.md`, `report.json` and `junit.xml`, plus one
+//! evidence folder per scenario run ([`evidence`]) with its SVG timeline ([`svg`]).
 
+pub mod evidence;
 pub mod svg;
 
 use std::collections::BTreeMap;
