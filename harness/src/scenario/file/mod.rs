@@ -35,7 +35,10 @@
 //! belong to.
 
 mod read;
+#[cfg(test)]
+mod round_trip;
 mod word;
+mod write;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -199,6 +202,12 @@ impl Scenario {
         let raw: FileToml =
             toml::from_str(text).map_err(|e| error((e.span(), e.message().to_owned())))?;
         read::scenario(raw, path).map_err(error)
+    }
+
+    /// The scenario as a file, in the syntax [`Scenario::parse`] reads.
+    pub fn to_toml(&self) -> String {
+        let text = toml::to_string(&write::file(self)).expect("a scenario serialises");
+        write::inline_tables(&text)
     }
 }
 
