@@ -183,7 +183,24 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
             _ => {}
         }
     }
-    // A frozen replica that resumes still believes it leads until its next check demotes it.
+    resumed_after_thaw(entries, &open, &mut spans);
+    for (r, s) in open {
+        spans.entry(r).or_default().push((s, end_ms));
+    }
+    for v in spans.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    spans
+}
+
+/// A frozen replica that resumes still believes it leads until its next check demotes it: a
+/// span from each thaw of a replica that led when frozen (and has not led again since) to its
+/// next demotion or release.
+fn resumed_after_thaw(
+    entries: &[Entry],
+    open: &BTreeMap<String, f64>,
+    spans: &mut BTreeMap<String, Vec<(f64, f64)>>,
+) {
     for thawed in fault_spans(entries)
         .iter()
         .filter(|f| f.verb == Verb::Freeze)
@@ -195,29 +212,17 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
             .get(target)
             .and_then(|s| s.last())
             .is_some_and(|(_, end)| (*end - thaw_ms).abs() > 0.0);
-        if led_when_frozen && !open.contains_key(target) {
-            let resumed_end = entries
-                .iter()
-                .find(|x| {
-                    x.t_ms >= thaw_ms
-                        && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
-                })
-                .map(|x| x.t_ms);
-            if let Some(end) = resumed_end {
-                spans
-                    .entry(target.clone())
-                    .or_default()
-                    .push((thaw_ms, end));
-            }
+        if !led_when_frozen || open.contains_key(target) {
+            continue;
+        }
+        let resumed_end = entries.iter().find(|x| {
+            x.t_ms >= thaw_ms
+                && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
+        });
+        if let Some(end) = resumed_end {
+            (spans.entry(target.clone()).or_default()).push((thaw_ms, end.t_ms));
         }
     }
-    for (r, s) in open {
-        spans.entry(r).or_default().push((s, end_ms));
-    }
-    for v in spans.values_mut() {
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    spans
 }
 
 /// The replicas that are down (killed or terminated until restarted, frozen until thawed) after
