@@ -153,6 +153,69 @@ pub enum ReplicaEvent {
     },
 }
 
+/// The kind of a [`ReplicaEvent`], without its fields: what scenario files name in an
+/// expectation (`event = "demoted"`). Its names are the events' own `event` tags.
+///
+/// A new [`ReplicaEvent`] variant needs a kind of the same name here and an arm in
+/// [`ReplicaEvent::kind`] (the compiler asks for the arm; a test checks the names agree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// [`ReplicaEvent::Started`].
+    Started,
+    /// [`ReplicaEvent::BootPass`].
+    BootPass,
+    /// [`ReplicaEvent::Ready`].
+    Ready,
+    /// [`ReplicaEvent::CheckRefused`].
+    CheckRefused,
+    /// [`ReplicaEvent::CheckFailed`].
+    CheckFailed,
+    /// [`ReplicaEvent::Acquired`].
+    Acquired,
+    /// [`ReplicaEvent::Demoted`].
+    Demoted,
+    /// [`ReplicaEvent::Released`].
+    Released,
+    /// [`ReplicaEvent::Abandoned`].
+    Abandoned,
+    /// [`ReplicaEvent::Tick`].
+    Tick,
+    /// [`ReplicaEvent::Worker`].
+    Worker,
+    /// [`ReplicaEvent::Shutdown`].
+    Shutdown,
+    /// [`ReplicaEvent::Unparsed`].
+    Unparsed,
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.serialize(f)
+    }
+}
+
+impl ReplicaEvent {
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            ReplicaEvent::Started { .. } => EventKind::Started,
+            ReplicaEvent::BootPass { .. } => EventKind::BootPass,
+            ReplicaEvent::Ready => EventKind::Ready,
+            ReplicaEvent::CheckRefused => EventKind::CheckRefused,
+            ReplicaEvent::CheckFailed { .. } => EventKind::CheckFailed,
+            ReplicaEvent::Acquired { .. } => EventKind::Acquired,
+            ReplicaEvent::Demoted { .. } => EventKind::Demoted,
+            ReplicaEvent::Released { .. } => EventKind::Released,
+            ReplicaEvent::Abandoned { .. } => EventKind::Abandoned,
+            ReplicaEvent::Tick { .. } => EventKind::Tick,
+            ReplicaEvent::Worker { .. } => EventKind::Worker,
+            ReplicaEvent::Shutdown => EventKind::Shutdown,
+            ReplicaEvent::Unparsed { .. } => EventKind::Unparsed,
+        }
+    }
+}
+
 impl EventLine {
     /// Parses one line; a line that is not an event becomes [`ReplicaEvent::Unparsed`] for
     /// `replica`.
@@ -196,5 +259,61 @@ mod tests {
         let junk = EventLine::parse("thread main panicked", "r2");
         assert_eq!(junk.replica, "r2");
         assert!(matches!(junk.event, ReplicaEvent::Unparsed { .. }));
+    }
+
+    #[test]
+    fn kinds_are_named_as_the_events_are_tagged() {
+        let error = || Some("e".to_owned());
+        let events = [
+            ReplicaEvent::Started {
+                pid: 1,
+                http: "h".into(),
+                check_interval_ms: 1,
+                elector: true,
+            },
+            ReplicaEvent::BootPass {
+                loop_name: "l".into(),
+                outcome: TickKind::Ok,
+                error: error(),
+            },
+            ReplicaEvent::Ready,
+            ReplicaEvent::CheckRefused,
+            ReplicaEvent::CheckFailed { error: "e".into() },
+            ReplicaEvent::Acquired {
+                term: 1,
+                backend_pid: 1,
+            },
+            ReplicaEvent::Demoted {
+                term: 1,
+                error: "e".into(),
+            },
+            ReplicaEvent::Released {
+                term: 1,
+                outcome: ReleaseOutcome::Unlocked,
+                reason: None,
+            },
+            ReplicaEvent::Abandoned {
+                term: 1,
+                panicked: true,
+            },
+            ReplicaEvent::Tick {
+                loop_name: "l".into(),
+                outcome: TickKind::Ok,
+                term: None,
+                error: error(),
+            },
+            ReplicaEvent::Worker {
+                worker: "w".into(),
+                state: "s".into(),
+                exit: error(),
+            },
+            ReplicaEvent::Shutdown,
+            ReplicaEvent::Unparsed { line: "x".into() },
+        ];
+        for e in events {
+            let tag = serde_json::to_value(&e).unwrap()["event"].clone();
+            assert_eq!(serde_json::to_value(e.kind()).unwrap(), tag);
+            assert_eq!(Some(e.kind().to_string().as_str()), tag.as_str());
+        }
     }
 }

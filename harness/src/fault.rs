@@ -14,16 +14,21 @@
 //! | [`latency`](Nemesis::latency) | round trip + d ± jitter | [`clear_latency`](Nemesis::clear_latency) |
 //! | [`reset`](Nemesis::reset) | RST on the next data from the client, every connection | [`heal`](Nemesis::heal) |
 //! | [`disable`](Nemesis::disable) | proxy closed: connections closed, new ones refused | [`enable`](Nemesis::enable) |
-//! | [`kill_backend`](Nemesis::kill_backend) | `pg_terminate_backend(pid)` | none |
+//! | [`kill_backend_of`](Nemesis::kill_backend_of) | `pg_terminate_backend` of a replica's lock session | none |
 //! | [`restart_server`](Nemesis::restart_server) | PostgreSQL stopped and started | none |
 //! | [`stop_server`](Nemesis::stop_server) | PostgreSQL stopped | [`start_server`](Nemesis::start_server) |
-//! | [`kill`](Nemesis::kill) | SIGKILL a replica | [`restart`](Nemesis::restart) |
+//! | [`kill`](Nemesis::kill) | SIGKILL a replica | none ([`restart`](Nemesis::restart) brings it back) |
 //! | [`freeze`](Nemesis::freeze) | SIGSTOP a replica | [`thaw`](Nemesis::thaw) (SIGCONT) |
-//! | [`terminate`](Nemesis::terminate) | SIGTERM a replica | [`restart`](Nemesis::restart) |
+//! | [`terminate`](Nemesis::terminate) | SIGTERM a replica | none ([`restart`](Nemesis::restart) brings it back) |
+//! | [`restart`](Nemesis::restart) | start a replica again | none |
 //!
-//! Verb names are the scenario files' (`partition`, `kill-backend`, `restart-server`, ...).
+//! Verb names are the scenario files' (`partition`, `kill-backend`, `restart-server`, ...): a
+//! [`Verb`] is that vocabulary as data, with its [`inverse`](Verb::inverse). [`Nemesis::apply`]
+//! carries a verb out on a target and [`Nemesis::lift`] undoes it, so a caller (the scenario
+//! runner, a chaos schedule) never decides by itself how a fault is lifted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,13 +41,118 @@ use tokio::time::Instant;
 use crate::topology::proxy::{Stream, Toxic};
 use crate::topology::{Observer, Topology};
 
+/// A fault verb, named as scenario files name it (`partition`, `kill-backend`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verb {
+    /// A silent black hole on a replica's link ([`Nemesis::partition`]).
+    Partition,
+    /// Bandwidth 0 on a replica's link ([`Nemesis::stall`]).
+    Stall,
+    /// Extra delay on a replica's link ([`Nemesis::latency`]).
+    Latency,
+    /// RST on the next data of a replica's connections ([`Nemesis::reset`]).
+    Reset,
+    /// A replica's proxy closed ([`Nemesis::disable`]).
+    Disable,
+    /// The replica's lock backend terminated ([`Nemesis::kill_backend_of`]).
+    KillBackend,
+    /// PostgreSQL restarted ([`Nemesis::restart_server`]).
+    RestartServer,
+    /// PostgreSQL stopped ([`Nemesis::stop_server`]).
+    StopServer,
+    /// SIGKILL to a replica ([`Nemesis::kill`]).
+    Kill,
+    /// SIGSTOP to a replica ([`Nemesis::freeze`]).
+    Freeze,
+    /// SIGTERM to a replica ([`Nemesis::terminate`]).
+    Terminate,
+    /// A replica started again ([`Nemesis::restart`]).
+    Restart,
+}
+
+/// What undoes a verb (turmoil's `repair` to its `partition`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lift {
+    /// [`Nemesis::heal`]: the link's toxics removed.
+    Heal,
+    /// [`Nemesis::clear_latency`].
+    ClearLatency,
+    /// [`Nemesis::enable`].
+    Enable,
+    /// [`Nemesis::start_server`].
+    StartServer,
+    /// [`Nemesis::thaw`] (SIGCONT).
+    Thaw,
+}
+
+/// What a verb acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// A replica's link to the database (its Toxiproxy proxy), named by the replica.
+    Link,
+    /// The replica's lock session on the server, named by the replica.
+    Backend,
+    /// The PostgreSQL server: the verb takes no target.
+    Server,
+    /// A replica's process.
+    Process,
+}
+
+impl Verb {
+    /// What lifts this verb; `None` for a one-shot verb (nothing to undo: `kill-backend`,
+    /// `restart-server`, `kill`, `terminate`, `restart`).
+    pub fn inverse(self) -> Option<Lift> {
+        match self {
+            Verb::Partition | Verb::Stall | Verb::Reset => Some(Lift::Heal),
+            Verb::Latency => Some(Lift::ClearLatency),
+            Verb::Disable => Some(Lift::Enable),
+            Verb::StopServer => Some(Lift::StartServer),
+            Verb::Freeze => Some(Lift::Thaw),
+            Verb::KillBackend
+            | Verb::RestartServer
+            | Verb::Kill
+            | Verb::Terminate
+            | Verb::Restart => None,
+        }
+    }
+
+    /// What the verb acts on.
+    pub fn subject(self) -> Subject {
+        match self {
+            Verb::Partition | Verb::Stall | Verb::Latency | Verb::Reset | Verb::Disable => {
+                Subject::Link
+            }
+            Verb::KillBackend => Subject::Backend,
+            Verb::RestartServer | Verb::StopServer => Subject::Server,
+            Verb::Kill | Verb::Freeze | Verb::Terminate | Verb::Restart => Subject::Process,
+        }
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.serialize(f)
+    }
+}
+
+/// The parameters of a verb that takes some: the delay and jitter of [`Verb::Latency`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delay {
+    /// Added to every round trip.
+    pub latency: Duration,
+    /// ± this much.
+    pub jitter: Duration,
+}
+
+/// The name the server verbs' records carry as their target.
+pub const SERVER: &str = "postgres";
+
 /// One fault applied or lifted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FaultRecord {
-    /// The verb, as scenario files name it: `partition`, `stall`, `latency`, `reset`,
-    /// `disable`, `kill-backend`, `restart-server`, `stop-server`, `kill`, `freeze`,
-    /// `terminate`, `restart`.
-    pub verb: String,
+    /// The verb.
+    pub verb: Verb,
     /// What it targets: a replica (proxy) name, `postgres`, or `backend <pid>`.
     pub target: String,
     /// Whether this record lifts the fault (a heal) rather than applying it.
@@ -95,11 +205,32 @@ impl ProcessTarget for crate::replica::ReplicaProcess {
     }
 }
 
+/// The replica processes a [`Nemesis`] may signal, by name.
+pub trait Processes {
+    /// The process of the replica `name`, if there is one.
+    fn process(&mut self, name: &str) -> Option<&mut dyn ProcessTarget>;
+}
+
+impl<P: ProcessTarget> Processes for BTreeMap<String, P> {
+    fn process(&mut self, name: &str) -> Option<&mut dyn ProcessTarget> {
+        self.get_mut(name).map(|p| p as &mut dyn ProcessTarget)
+    }
+}
+
+fn process<'p>(
+    processes: &'p mut dyn Processes,
+    name: &str,
+) -> anyhow::Result<&'p mut dyn ProcessTarget> {
+    processes
+        .process(name)
+        .ok_or_else(|| anyhow!("no replica process named {name:?}"))
+}
+
 /// The verbs a [`heal`](Nemesis::heal) lifts, with their toxics.
-const HEALED: [(&str, Toxic); 3] = [
-    ("partition", Toxic::Timeout { timeout: 0 }),
-    ("stall", Toxic::Bandwidth { rate: 0 }),
-    ("reset", Toxic::ResetPeer { timeout: 0 }),
+const HEALED: [(Verb, Toxic); 3] = [
+    (Verb::Partition, Toxic::Timeout { timeout: 0 }),
+    (Verb::Stall, Toxic::Bandwidth { rate: 0 }),
+    (Verb::Reset, Toxic::ResetPeer { timeout: 0 }),
 ];
 
 /// The fault injector of one run.
@@ -109,7 +240,7 @@ pub struct Nemesis {
     run_start: Instant,
     records: Arc<Mutex<Vec<FaultRecord>>>,
     /// Proxy faults in effect, by target (for the heal's record).
-    active: Mutex<BTreeMap<String, BTreeSet<&'static str>>>,
+    active: Mutex<BTreeMap<String, BTreeSet<Verb>>>,
 }
 
 impl std::fmt::Debug for Nemesis {
@@ -143,16 +274,66 @@ impl Nemesis {
         &self.observer
     }
 
+    /// Carries `verb` out on `target` (a replica's name; ignored by the server verbs), with
+    /// `delay` for [`Verb::Latency`]; the process verbs act on `processes`.
+    ///
+    /// # Errors
+    /// As the verb's own method: no such proxy, process or lock backend, or the call failed.
+    pub async fn apply(
+        &self,
+        verb: Verb,
+        target: &str,
+        delay: Delay,
+        processes: &mut dyn Processes,
+    ) -> anyhow::Result<FaultRecord> {
+        match verb {
+            Verb::Partition => self.partition(target).await,
+            Verb::Stall => self.stall(target).await,
+            Verb::Latency => self.latency(target, delay.latency, delay.jitter).await,
+            Verb::Reset => self.reset(target).await,
+            Verb::Disable => self.disable(target).await,
+            Verb::KillBackend => self.kill_backend_of(target).await,
+            Verb::RestartServer => self.restart_server().await,
+            Verb::StopServer => self.stop_server().await,
+            Verb::Kill => self.kill(process(processes, target)?),
+            Verb::Freeze => self.freeze(process(processes, target)?),
+            Verb::Terminate => self.terminate(process(processes, target)?),
+            Verb::Restart => self.restart(process(processes, target)?).await,
+        }
+    }
+
+    /// Lifts `verb` from `target` with its [inverse](Verb::inverse). A heal lifts every link
+    /// fault in effect on the target, one record each.
+    ///
+    /// # Errors
+    /// The verb has no inverse, or the inverse's call failed.
+    pub async fn lift(
+        &self,
+        verb: Verb,
+        target: &str,
+        processes: &mut dyn Processes,
+    ) -> anyhow::Result<Vec<FaultRecord>> {
+        let one = |r: FaultRecord| vec![r];
+        match verb.inverse() {
+            None => bail!("{verb} has no inverse to lift"),
+            Some(Lift::Heal) => self.heal(target).await,
+            Some(Lift::ClearLatency) => self.clear_latency(target).await.map(one),
+            Some(Lift::Enable) => self.enable(target).await.map(one),
+            Some(Lift::StartServer) => self.start_server().await.map(one),
+            Some(Lift::Thaw) => self.thaw(process(processes, target)?).map(one),
+        }
+    }
+
     fn record(
         &self,
-        verb: &str,
+        verb: Verb,
         target: &str,
         lifted: bool,
         label: String,
         started: Instant,
     ) -> FaultRecord {
         let record = FaultRecord {
-            verb: verb.to_owned(),
+            verb,
             target: target.to_owned(),
             lifted,
             label,
@@ -169,13 +350,13 @@ impl Nemesis {
         record
     }
 
-    fn mark(&self, target: &str, verb: &'static str, on: bool) {
+    fn mark(&self, target: &str, verb: Verb, on: bool) {
         if let Ok(mut a) = self.active.lock() {
             let set = a.entry(target.to_owned()).or_default();
             if on {
                 set.insert(verb);
             } else {
-                set.remove(verb);
+                set.remove(&verb);
             }
         }
     }
@@ -210,9 +391,9 @@ impl Nemesis {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
         self.add_both(&proxy, Toxic::Timeout { timeout: 0 }).await?;
-        self.mark(replica, "partition", true);
+        self.mark(replica, Verb::Partition, true);
         Ok(self.record(
-            "partition",
+            Verb::Partition,
             replica,
             false,
             format!("partition {replica} (black hole, both directions)"),
@@ -231,9 +412,9 @@ impl Nemesis {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
         self.add_both(&proxy, Toxic::Bandwidth { rate: 0 }).await?;
-        self.mark(replica, "stall", true);
+        self.mark(replica, Verb::Stall, true);
         Ok(self.record(
-            "stall",
+            Verb::Stall,
             replica,
             false,
             format!("stall {replica} (bandwidth 0, both directions)"),
@@ -256,9 +437,9 @@ impl Nemesis {
             .toxiproxy()
             .add_toxic(&proxy, Stream::Upstream, Toxic::ResetPeer { timeout: 0 })
             .await?;
-        self.mark(replica, "reset", true);
+        self.mark(replica, Verb::Reset, true);
         Ok(self.record(
-            "reset",
+            Verb::Reset,
             replica,
             false,
             format!("reset {replica} (RST on the next data)"),
@@ -268,13 +449,12 @@ impl Nemesis {
 
     /// Lifts [`partition`](Nemesis::partition), [`stall`](Nemesis::stall) and
     /// [`reset`](Nemesis::reset) on `replica` (latency and a disabled proxy stay: see
-    /// [`clear_latency`](Nemesis::clear_latency) and [`enable`](Nemesis::enable)). The
-    /// record's verb names what was in effect (`partition`, `stall+reset`, ...; `heal` when
-    /// none was).
+    /// [`clear_latency`](Nemesis::clear_latency) and [`enable`](Nemesis::enable)). Returns a
+    /// record for each of those that was in effect (none when none was).
     ///
     /// # Errors
     /// No such proxy, or Toxiproxy refused.
-    pub async fn heal(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+    pub async fn heal(&self, replica: &str) -> anyhow::Result<Vec<FaultRecord>> {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
         let tp = self.topology.toxiproxy();
@@ -283,25 +463,18 @@ impl Nemesis {
             .flat_map(|(_, toxic)| Stream::BOTH.map(|s| toxic.name_on(s)))
             .collect();
         futures::future::try_join_all(names.iter().map(|n| tp.remove_toxic(&proxy, n))).await?;
-        let lifted: Vec<&str> = {
+        let lifted: Vec<Verb> = {
             let mut a = self.active.lock().map_err(|_| anyhow!("nemesis lock"))?;
             let set = a.entry(replica.to_owned()).or_default();
-            let lifted = HEALED
+            HEALED
                 .iter()
-                .map(|(v, _)| *v)
-                .filter(|v| set.contains(v))
-                .collect();
-            for (v, _) in HEALED {
-                set.remove(v);
-            }
-            lifted
+                .filter_map(|(v, _)| set.remove(v).then_some(*v))
+                .collect()
         };
-        let verb = if lifted.is_empty() {
-            "heal".to_owned()
-        } else {
-            lifted.join("+")
-        };
-        Ok(self.record(&verb, replica, true, format!("heal {replica}"), started))
+        Ok(lifted
+            .into_iter()
+            .map(|v| self.record(v, replica, true, format!("heal {replica}"), started))
+            .collect())
     }
 
     /// Adds `delay` (± `jitter`) to every round trip of `replica`: a `latency` toxic on the
@@ -329,9 +502,9 @@ impl Nemesis {
         tp.remove_toxic(&proxy, &toxic.name_on(Stream::Downstream))
             .await?;
         tp.add_toxic(&proxy, Stream::Downstream, toxic).await?;
-        self.mark(replica, "latency", true);
+        self.mark(replica, Verb::Latency, true);
         Ok(self.record(
-            "latency",
+            Verb::Latency,
             replica,
             false,
             format!("latency {replica} +{delay:?} ± {jitter:?} per round trip"),
@@ -357,9 +530,9 @@ impl Nemesis {
             .toxiproxy()
             .remove_toxic(&proxy, &name)
             .await?;
-        self.mark(replica, "latency", false);
+        self.mark(replica, Verb::Latency, false);
         Ok(self.record(
-            "latency",
+            Verb::Latency,
             replica,
             true,
             format!("clear the latency of {replica}"),
@@ -378,9 +551,9 @@ impl Nemesis {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
         self.topology.toxiproxy().set_enabled(&proxy, false).await?;
-        self.mark(replica, "disable", true);
+        self.mark(replica, Verb::Disable, true);
         Ok(self.record(
-            "disable",
+            Verb::Disable,
             replica,
             false,
             format!("disable the proxy of {replica} (connections closed)"),
@@ -398,9 +571,9 @@ impl Nemesis {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
         self.topology.toxiproxy().set_enabled(&proxy, true).await?;
-        self.mark(replica, "disable", false);
+        self.mark(replica, Verb::Disable, false);
         Ok(self.record(
-            "disable",
+            Verb::Disable,
             replica,
             true,
             format!("enable the proxy of {replica}"),
@@ -409,17 +582,23 @@ impl Nemesis {
     }
 
     /// Enables every proxy and removes every toxic (Toxiproxy's reset): lifts every network
-    /// fault at once. The record's target is `*`.
+    /// fault at once, with a record for each that was in effect.
     ///
     /// # Errors
     /// Toxiproxy refused.
-    pub async fn heal_all(&self) -> anyhow::Result<FaultRecord> {
+    pub async fn heal_all(&self) -> anyhow::Result<Vec<FaultRecord>> {
         let started = Instant::now();
         self.topology.toxiproxy().reset().await?;
-        if let Ok(mut a) = self.active.lock() {
-            a.clear();
-        }
-        Ok(self.record("heal", "*", true, "heal every proxy".to_owned(), started))
+        let active = self
+            .active
+            .lock()
+            .map(|mut a| std::mem::take(&mut *a))
+            .unwrap_or_default();
+        Ok(active
+            .into_iter()
+            .flat_map(|(target, verbs)| verbs.into_iter().map(move |v| (target.clone(), v)))
+            .map(|(target, v)| self.record(v, &target, true, "heal every proxy".into(), started))
+            .collect())
     }
 
     /// The backend pid of the session holding the leader lock: the spec's leader-finding query
@@ -459,12 +638,31 @@ impl Nemesis {
             bail!("pg_terminate_backend({pid}) terminated nothing");
         }
         Ok(self.record(
-            "kill-backend",
+            Verb::KillBackend,
             &format!("backend {pid}"),
             false,
             format!("pg_terminate_backend({pid})"),
             started,
         ))
+    }
+
+    /// Terminates the lock backend of `replica`: the granted row of the spec's query whose
+    /// session is the replica's (by `application_name`). The record's target is the replica.
+    ///
+    /// Inverse: none (the replica reconnects on its own).
+    ///
+    /// # Errors
+    /// The replica holds no lock backend, or the termination failed.
+    pub async fn kill_backend_of(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let rows = crate::observe::lock_rows(&self.observer).await?;
+        let pid = rows
+            .iter()
+            .find(|(_, granted, app)| *granted && app == replica)
+            .map(|(pid, _, _)| *pid)
+            .ok_or_else(|| anyhow!("{replica} holds no lock backend: {rows:?}"))?;
+        let mut record = self.kill_backend(pid).await?;
+        record.target = replica.to_owned();
+        Ok(record)
     }
 
     /// Terminates the backend that holds the leader lock ([`leader_backend_pid`]
@@ -497,8 +695,8 @@ impl Nemesis {
             .reconnect(crate::topology::READY_LIMIT)
             .await?;
         Ok(self.record(
-            "restart-server",
-            "postgres",
+            Verb::RestartServer,
+            SERVER,
             false,
             "restart PostgreSQL".to_owned(),
             started,
@@ -515,8 +713,8 @@ impl Nemesis {
         let started = Instant::now();
         self.topology.stop_server().await?;
         Ok(self.record(
-            "stop-server",
-            "postgres",
+            Verb::StopServer,
+            SERVER,
             false,
             "stop PostgreSQL".to_owned(),
             started,
@@ -536,8 +734,8 @@ impl Nemesis {
             .reconnect(crate::topology::READY_LIMIT)
             .await?;
         Ok(self.record(
-            "stop-server",
-            "postgres",
+            Verb::StopServer,
+            SERVER,
             true,
             "start PostgreSQL".to_owned(),
             started,
@@ -546,7 +744,7 @@ impl Nemesis {
 
     fn signal(
         &self,
-        verb: &str,
+        verb: Verb,
         lifted: bool,
         target: &mut dyn ProcessTarget,
         signal: Signal,
@@ -559,12 +757,12 @@ impl Nemesis {
 
     /// SIGKILLs a replica: it dies at once; its sockets close (PostgreSQL ends its sessions).
     ///
-    /// Inverse: [`restart`](Nemesis::restart).
+    /// Inverse: none; [`restart`](Nemesis::restart) starts it again.
     ///
     /// # Errors
     /// The signal could not be sent.
     pub fn kill(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
-        self.signal("kill", false, target, Signal::SIGKILL)
+        self.signal(Verb::Kill, false, target, Signal::SIGKILL)
     }
 
     /// SIGSTOPs a replica: it freezes with its sockets open (a silent leader).
@@ -574,7 +772,7 @@ impl Nemesis {
     /// # Errors
     /// The signal could not be sent.
     pub fn freeze(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
-        self.signal("freeze", false, target, Signal::SIGSTOP)
+        self.signal(Verb::Freeze, false, target, Signal::SIGSTOP)
     }
 
     /// SIGCONTs a frozen replica.
@@ -584,22 +782,22 @@ impl Nemesis {
     /// # Errors
     /// The signal could not be sent.
     pub fn thaw(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
-        self.signal("freeze", true, target, Signal::SIGCONT)
+        self.signal(Verb::Freeze, true, target, Signal::SIGCONT)
     }
 
     /// SIGTERMs a replica: a graceful shutdown (the leader unlocks).
     ///
-    /// Inverse: [`restart`](Nemesis::restart).
+    /// Inverse: none; [`restart`](Nemesis::restart) starts it again.
     ///
     /// # Errors
     /// The signal could not be sent.
     pub fn terminate(&self, target: &mut dyn ProcessTarget) -> anyhow::Result<FaultRecord> {
-        self.signal("terminate", false, target, Signal::SIGTERM)
+        self.signal(Verb::Terminate, false, target, Signal::SIGTERM)
     }
 
-    /// Starts a replica again (killing it first if it runs); returns once it runs.
-    ///
-    /// Inverse of [`kill`](Nemesis::kill) and [`terminate`](Nemesis::terminate).
+    /// Starts a replica again (killing it first if it runs); returns once it runs. A verb of
+    /// its own (after [`kill`](Nemesis::kill) or [`terminate`](Nemesis::terminate)), not a
+    /// lift: it has no inverse.
     ///
     /// # Errors
     /// It did not start.
@@ -607,6 +805,12 @@ impl Nemesis {
         let started = Instant::now();
         let name = target.target_name();
         target.restart_process().await?;
-        Ok(self.record("restart", &name, false, format!("restart {name}"), started))
+        Ok(self.record(
+            Verb::Restart,
+            &name,
+            false,
+            format!("restart {name}"),
+            started,
+        ))
     }
 }

@@ -4,9 +4,18 @@
 //! |---|---|
 //! | the replica event stream (contract between replica and observers) | [`event`] |
 //! | the replica process (elector, supervisor, loops, HTTP, events) | [`replica`] |
+//! | scenario files, their typed model, and the runner | [`scenario`] |
+//! | durations in units of T | [`span`] |
 //! | services: PostgreSQL, PgBouncer, Toxiproxy (Docker or local processes) | [`topology`] |
-//! | fault verbs | [`fault`] |
+//! | fault verbs and their inverses | [`fault`] |
+//! | samplers of gauges, pg_locks and readiness | [`observe`] |
+//! | the run's history | [`timeline`] |
+//! | invariants and expectations | [`check`] |
+//! | the conformance report and each run's evidence | [`report`] |
 //! | the command line | [`cli`] |
+//!
+//! A scenario's data flows one way: file → topology → faults → samplers → timeline → checks →
+//! report.
 
 pub mod check;
 pub mod clauses;
@@ -18,6 +27,7 @@ pub mod replica;
 pub mod report;
 pub mod scenario;
 pub mod snapshot;
+pub mod span;
 pub mod suite;
 pub mod timeline;
 pub mod topology;

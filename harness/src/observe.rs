@@ -143,109 +143,26 @@ impl Samplers {
         let last: Arc<std::sync::Mutex<LastGauges>> = Arc::default();
         for r in targets.clone() {
             let (tok, c, last) = (token.clone(), client.clone(), last.clone());
-            tasks.spawn(async move {
-                let mut tick = sampling_interval(every);
-                while !tok.is_cancelled() {
-                    tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
-                    let v = tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };
-                    if v.is_some() {
-                        last.lock().unwrap_or_else(|e| e.into_inner()).insert(r.name.clone(), (v, tokio::time::Instant::now()));
-                    }
-                }
-            });
+            tasks.spawn(poll_gauge(tok, c, r, last, every));
         }
-        let (tl, tok, t, txg) = (timeline.clone(), token.clone(), targets.clone(), tx.clone());
-        tasks.spawn(async move {
-            let mut tick = sampling_interval(every);
-            while !tok.is_cancelled() {
-                tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
-                let now = tokio::time::Instant::now();
-                let values: BTreeMap<String, Option<i64>> = {
-                    let last = last.lock().unwrap_or_else(|e| e.into_inner());
-                    t.iter()
-                        .map(|r| {
-                            let v = last
-                                .get(&r.name)
-                                .filter(|(_, at)| now.duration_since(*at) <= stale)
-                                .and_then(|(v, _)| *v);
-                            (r.name.clone(), v)
-                        })
-                        .collect()
-                };
-                txg.send_modify(|l| {
-                    l.gauges = values.clone();
-                    l.gauges_at = Some(now);
-                });
-                tl.record(What::Gauges { values });
-            }
-        });
-
-        let (tl, tok, txl) = (timeline.clone(), token.clone(), tx.clone());
-        tasks.spawn(async move {
-            let mut tick = sampling_interval(every);
-            while !tok.is_cancelled() {
-                tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
-                // While the server restarts the query fails: no sample, not a false "no leader".
-                let sampled = tokio::select! {
-                    () = tok.cancelled() => break,
-                    r = lock_rows(&observer) => r,
-                };
-                let Ok(rows) = sampled else { continue };
-                let granted: Vec<&(i32, bool, String)> = rows.iter().filter(|r| r.1).collect();
-                let holder = granted.first().map(|r| r.2.clone());
-                let n = granted.len();
-                txl.send_modify(|l| {
-                    l.lock_holder = holder.clone();
-                    l.lock_rows = n;
-                    l.locks_at = Some(tokio::time::Instant::now());
-                });
-                tl.record(What::Locks { rows });
-            }
-        });
-
-        let (tl, tok, t, c, txr) = (timeline.clone(), token.clone(), targets, client, tx);
-        tasks.spawn(async move {
-            let mut tick = sampling_interval(ready_every);
-            let mut names_seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            while !tok.is_cancelled() {
-                tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
-                let answers = join_all(t.iter().map(|r| {
-                    let c = c.clone();
-                    async move { (r.name.clone(), readyz(&c, &r.base_url).await) }
-                }))
-                .await;
-                let mut status = BTreeMap::new();
-                let mut failing = BTreeMap::new();
-                for (name, answer) in answers {
-                    status.insert(name.clone(), answer.as_ref().map(|a| a.0));
-                    let Some((_, Some(report))) = answer else {
-                        continue;
-                    };
-                    let names: Vec<String> = report.checks.iter().map(|c| c.name.clone()).collect();
-                    if names_seen.get(&name) != Some(&names) {
-                        names_seen.insert(name.clone(), names.clone());
-                        tl.record(What::Probes {
-                            replica: name.clone(),
-                            names,
-                        });
-                    }
-                    let bad: Vec<String> = report
-                        .checks
-                        .iter()
-                        .filter(|c| !c.ok)
-                        .map(|c| format!("{}: {}", c.name, c.error.as_deref().unwrap_or("")))
-                        .collect();
-                    if !bad.is_empty() {
-                        failing.insert(name, bad);
-                    }
-                }
-                txr.send_modify(|l| {
-                    l.ready = status.clone();
-                    l.ready_at = Some(tokio::time::Instant::now());
-                });
-                tl.record(What::Readiness { status, failing });
-            }
-        });
+        let gauges = Sink {
+            timeline: timeline.clone(),
+            token: token.clone(),
+            tx: tx.clone(),
+        };
+        tasks.spawn(combine_gauges(gauges, targets.clone(), last, every, stale));
+        let locks = Sink {
+            timeline: timeline.clone(),
+            token: token.clone(),
+            tx: tx.clone(),
+        };
+        tasks.spawn(sample_locks(locks, observer, every));
+        let ready = Sink {
+            timeline: timeline.clone(),
+            token: token.clone(),
+            tx,
+        };
+        tasks.spawn(sample_readiness(ready, targets, client, ready_every));
         Samplers {
             token,
             tasks,
@@ -299,4 +216,131 @@ fn sampling_interval(every: Duration) -> tokio::time::Interval {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     tick
+}
+
+/// Where a sampler writes: the timeline, the latest samples, and when to stop.
+struct Sink {
+    timeline: Timeline,
+    token: CancellationToken,
+    tx: Arc<watch::Sender<Latest>>,
+}
+
+/// Keeps `r`'s last gauge answer in `last`, every `every`.
+async fn poll_gauge(
+    tok: CancellationToken,
+    c: reqwest::Client,
+    r: Target,
+    last: Arc<std::sync::Mutex<LastGauges>>,
+    every: Duration,
+) {
+    let mut tick = sampling_interval(every);
+    while !tok.is_cancelled() {
+        tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
+        let v = tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };
+        if v.is_some() {
+            last.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(r.name.clone(), (v, tokio::time::Instant::now()));
+        }
+    }
+}
+
+/// Writes one sample of every replica's gauge per period: its last answer, unless older
+/// than `stale`.
+async fn combine_gauges(
+    sink: Sink,
+    targets: Vec<Target>,
+    last: Arc<std::sync::Mutex<LastGauges>>,
+    every: Duration,
+    stale: Duration,
+) {
+    let mut tick = sampling_interval(every);
+    while !sink.token.is_cancelled() {
+        tokio::select! { () = sink.token.cancelled() => break, _ = tick.tick() => {} }
+        let now = tokio::time::Instant::now();
+        let values: BTreeMap<String, Option<i64>> = {
+            let last = last.lock().unwrap_or_else(|e| e.into_inner());
+            targets
+                .iter()
+                .map(|r| {
+                    let v = last
+                        .get(&r.name)
+                        .filter(|(_, at)| now.duration_since(*at) <= stale)
+                        .and_then(|(v, _)| *v);
+                    (r.name.clone(), v)
+                })
+                .collect()
+        };
+        sink.tx.send_modify(|l| {
+            l.gauges = values.clone();
+            l.gauges_at = Some(now);
+        });
+        sink.timeline.record(What::Gauges { values });
+    }
+}
+
+/// Runs the spec's leader-finding query every `every`.
+async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
+    let mut tick = sampling_interval(every);
+    while !sink.token.is_cancelled() {
+        tokio::select! { () = sink.token.cancelled() => break, _ = tick.tick() => {} }
+        // While the server restarts the query fails: no sample, not a false "no leader".
+        let sampled = tokio::select! {
+            () = sink.token.cancelled() => break,
+            r = lock_rows(&observer) => r,
+        };
+        let Ok(rows) = sampled else { continue };
+        let granted: Vec<&(i32, bool, String)> = rows.iter().filter(|r| r.1).collect();
+        let holder = granted.first().map(|r| r.2.clone());
+        let n = granted.len();
+        sink.tx.send_modify(|l| {
+            l.lock_holder = holder.clone();
+            l.lock_rows = n;
+            l.locks_at = Some(tokio::time::Instant::now());
+        });
+        sink.timeline.record(What::Locks { rows });
+    }
+}
+
+/// Asks every replica's `/readyz` every `every`: its status, its failing checks, and its
+/// check names whenever they change.
+async fn sample_readiness(sink: Sink, targets: Vec<Target>, c: reqwest::Client, every: Duration) {
+    let mut tick = sampling_interval(every);
+    let mut names_seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    while !sink.token.is_cancelled() {
+        tokio::select! { () = sink.token.cancelled() => break, _ = tick.tick() => {} }
+        let answers = join_all(targets.iter().map(|r| {
+            let c = c.clone();
+            async move { (r.name.clone(), readyz(&c, &r.base_url).await) }
+        }))
+        .await;
+        let mut status = BTreeMap::new();
+        let mut failing = BTreeMap::new();
+        for (name, answer) in answers {
+            status.insert(name.clone(), answer.as_ref().map(|a| a.0));
+            let Some((_, Some(report))) = answer else {
+                continue;
+            };
+            let names: Vec<String> = report.checks.iter().map(|c| c.name.clone()).collect();
+            if names_seen.get(&name) != Some(&names) {
+                names_seen.insert(name.clone(), names.clone());
+                (sink.timeline).record(What::Probes {
+                    replica: name.clone(),
+                    names,
+                });
+            }
+            let bad: Vec<String> = (report.checks.iter())
+                .filter(|c| !c.ok)
+                .map(|c| format!("{}: {}", c.name, c.error.as_deref().unwrap_or("")))
+                .collect();
+            if !bad.is_empty() {
+                failing.insert(name, bad);
+            }
+        }
+        sink.tx.send_modify(|l| {
+            l.ready = status.clone();
+            l.ready_at = Some(tokio::time::Instant::now());
+        });
+        sink.timeline.record(What::Readiness { status, failing });
+    }
 }

@@ -16,7 +16,7 @@ use crate::event::{ReleaseOutcome, ReplicaEvent};
 use crate::timeline::{Entry, What};
 
 /// How much of the story a scenario's snapshot keeps.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Story {
     /// Steps, faults and every term's transitions.
@@ -42,95 +42,122 @@ fn category(error: &str) -> &'static str {
 
 /// The normalised story of a run, one line per step and per term with transitions in it.
 pub fn normalise(entries: &[Entry], story: Story) -> String {
-    let mut label_of: BTreeMap<&str, String> = BTreeMap::new();
-    let mut terms = 0;
-    let mut out = String::new();
-    let mut segment: Vec<(String, String)> = Vec::new();
-    let mut pending_label: Option<&str> = None;
-    let flush = |out: &mut String, segment: &mut Vec<(String, String)>| {
-        // Each term's own order is kept; labels are listed in name order.
-        let mut by_label: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (label, line) in segment.drain(..) {
-            by_label.entry(label).or_default().push(line);
-        }
-        for (label, mut lines) in by_label {
-            lines.dedup();
-            out.push_str(&format!("  {label}: {}\n", lines.join(", ")));
-        }
+    let mut n = Narrator {
+        story,
+        ..Narrator::default()
     };
-    let mut started = false;
-    // Whether the previous step acted at once, so this one continues its group.
-    let mut joined = false;
     for e in entries {
         match &e.what {
-            What::Step { label, acts } => {
-                if !started {
-                    // Events before the first step belong to it: hold its label back until
-                    // the next step (or the end) flushes them under it.
-                    pending_label = Some(label);
-                    started = true;
-                    joined = *acts;
-                    continue;
-                }
-                if let Some(first) = pending_label.take() {
-                    out.push_str(&format!("{first}\n"));
-                }
-                if !joined {
-                    flush(&mut out, &mut segment);
-                }
-                out.push_str(&format!("{label}\n"));
-                joined = *acts;
-            }
+            What::Step { label, acts } => n.step(label, *acts),
             What::Fault {
                 verb,
                 target,
                 lifted,
-            } => {
-                let t = if target == "postgres" {
-                    target.clone()
-                } else if story == Story::Faults {
-                    "a replica".into()
-                } else {
-                    label_of.get(target.as_str()).cloned().unwrap_or("S".into())
-                };
-                segment.push((
-                    "fault".into(),
-                    format!("{}{verb} {t}", if *lifted { "lift " } else { "" }),
-                ));
-            }
-            What::Replica { replica, event } if story == Story::Full => {
-                let line = match event {
-                    ReplicaEvent::Acquired { .. } => {
-                        terms += 1;
-                        label_of.insert(replica, format!("L{terms}"));
-                        "acquired".to_owned()
-                    }
-                    ReplicaEvent::Demoted { error, .. } => format!("demoted ({})", category(error)),
-                    ReplicaEvent::Released { outcome, .. } => match outcome {
-                        ReleaseOutcome::Unlocked => "released".to_owned(),
-                        ReleaseOutcome::Refused => "released (unlock refused)".to_owned(),
-                        ReleaseOutcome::TimedOut => "released (unlock timed out)".to_owned(),
-                    },
-                    ReplicaEvent::Abandoned { .. } => "abandoned".to_owned(),
-                    ReplicaEvent::Worker { worker, state, .. } if state == "exhausted" => {
-                        format!("worker {worker} exhausted")
-                    }
-                    _ => continue,
-                };
-                let label = label_of
-                    .get(replica.as_str())
-                    .cloned()
-                    .unwrap_or("S".into());
-                segment.push((label, line));
-            }
+            } => n.fault(*verb, target, *lifted),
+            What::Replica { replica, event } if story == Story::Full => n.replica(replica, event),
             _ => {}
         }
     }
-    if let Some(first) = pending_label {
-        out.push_str(&format!("{first}\n"));
+    n.finish()
+}
+
+/// Tells the story entry by entry: the lines so far, and the group of the current step.
+#[derive(Default)]
+struct Narrator<'a> {
+    story: Story,
+    /// Each replica's label: its latest term's.
+    label_of: BTreeMap<&'a str, String>,
+    terms: usize,
+    out: String,
+    /// The current group's lines, with their labels.
+    segment: Vec<(String, String)>,
+    /// The first step's label, held back until the events before it are in.
+    pending_label: Option<&'a str>,
+    started: bool,
+    /// Whether the previous step acted at once, so this one continues its group.
+    joined: bool,
+}
+
+impl<'a> Narrator<'a> {
+    fn step(&mut self, label: &'a str, acts: bool) {
+        if !self.started {
+            // Events before the first step belong to it: hold its label back until the next
+            // step (or the end) flushes them under it.
+            self.pending_label = Some(label);
+            self.started = true;
+            self.joined = acts;
+            return;
+        }
+        if let Some(first) = self.pending_label.take() {
+            self.out.push_str(&format!("{first}\n"));
+        }
+        if !self.joined {
+            self.flush();
+        }
+        self.out.push_str(&format!("{label}\n"));
+        self.joined = acts;
     }
-    flush(&mut out, &mut segment);
-    out
+
+    fn fault(&mut self, verb: crate::fault::Verb, target: &str, lifted: bool) {
+        let t = if target == crate::fault::SERVER {
+            target.to_owned()
+        } else if self.story == Story::Faults {
+            "a replica".into()
+        } else {
+            self.label(target)
+        };
+        let lift = if lifted { "lift " } else { "" };
+        (self.segment).push(("fault".into(), format!("{lift}{verb} {t}")));
+    }
+
+    fn replica(&mut self, replica: &'a str, event: &ReplicaEvent) {
+        let line = match event {
+            ReplicaEvent::Acquired { .. } => {
+                self.terms += 1;
+                self.label_of.insert(replica, format!("L{}", self.terms));
+                "acquired".to_owned()
+            }
+            ReplicaEvent::Demoted { error, .. } => format!("demoted ({})", category(error)),
+            ReplicaEvent::Released { outcome, .. } => match outcome {
+                ReleaseOutcome::Unlocked => "released".to_owned(),
+                ReleaseOutcome::Refused => "released (unlock refused)".to_owned(),
+                ReleaseOutcome::TimedOut => "released (unlock timed out)".to_owned(),
+            },
+            ReplicaEvent::Abandoned { .. } => "abandoned".to_owned(),
+            ReplicaEvent::Worker { worker, state, .. } if state == "exhausted" => {
+                format!("worker {worker} exhausted")
+            }
+            _ => return,
+        };
+        let label = self.label(replica);
+        self.segment.push((label, line));
+    }
+
+    /// A replica's label: its latest term's, `S` if it never led.
+    fn label(&self, replica: &str) -> String {
+        self.label_of.get(replica).cloned().unwrap_or("S".into())
+    }
+
+    /// Writes the current group: each term's own order kept, labels in name order.
+    fn flush(&mut self) {
+        let mut by_label: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (label, line) in self.segment.drain(..) {
+            by_label.entry(label).or_default().push(line);
+        }
+        for (label, mut lines) in by_label {
+            lines.dedup();
+            self.out
+                .push_str(&format!("  {label}: {}\n", lines.join(", ")));
+        }
+    }
+
+    fn finish(mut self) -> String {
+        if let Some(first) = self.pending_label.take() {
+            self.out.push_str(&format!("{first}\n"));
+        }
+        self.flush();
+        self.out
+    }
 }
 
 #[cfg(test)]
@@ -169,7 +196,7 @@ mod tests {
             Entry {
                 t_ms: 5.0,
                 what: What::Fault {
-                    verb: "freeze".into(),
+                    verb: crate::fault::Verb::Freeze,
                     target: winner.into(),
                     lifted: false,
                 },

@@ -12,9 +12,9 @@ use tokio::time::Instant;
 
 use crate::check::{Check, Verdict};
 use crate::report::{ClauseVerdict, Report, Source};
-use crate::scenario::file::Span;
 use crate::scenario::run::{self, RunOptions};
 use crate::scenario::Scenario;
+use crate::span::Span;
 use crate::topology::Images;
 
 /// The flags of `harness run`.
@@ -234,6 +234,31 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         args.out.display()
     );
     let began = Instant::now();
+    let mut sources = Vec::new();
+    if let Some(junit) = &args.elector_junit {
+        sources.push(elector_tests(junit)?);
+    }
+    sources.extend(run_all(&scenarios, &opts, repeat).await);
+    let report = Report::new(
+        args.t.as_millis() as u64,
+        seed,
+        began.elapsed().as_secs_f64(),
+        sources,
+    );
+    report.write(&args.out)?;
+    print_summary(&report);
+    println!("{}", report.summary_line());
+    println!("report: {}", args.out.join("report.md").display());
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs every scenario `repeat` times, one after another, with a progress bar; one source per
+/// scenario, its runs merged.
+async fn run_all(scenarios: &[Scenario], opts: &RunOptions, repeat: usize) -> Vec<Source> {
     let bar = indicatif::ProgressBar::new((scenarios.len() * repeat) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
@@ -241,10 +266,7 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             .progress_chars("=> "),
     );
     let mut sources = Vec::new();
-    if let Some(junit) = &args.elector_junit {
-        sources.push(elector_tests(junit)?);
-    }
-    for s in &scenarios {
+    for s in scenarios {
         let mut runs = Vec::with_capacity(repeat);
         for i in 1..=repeat {
             bar.set_message(if repeat > 1 {
@@ -269,21 +291,7 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         sources.push(source);
     }
     bar.finish_and_clear();
-    let report = Report::new(
-        args.t.as_millis() as u64,
-        seed,
-        began.elapsed().as_secs_f64(),
-        sources,
-    );
-    report.write(&args.out)?;
-    print_summary(&report);
-    println!("{}", report.summary_line());
-    println!("report: {}", args.out.join("report.md").display());
-    Ok(if report.failed() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    sources
 }
 
 /// Runs one scenario once; a run that could not complete is a failed check of its clauses.
@@ -295,7 +303,7 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
             seconds: 0.0,
             checks: vec![Check {
                 name: "scenario ran".into(),
-                clauses: s.raw.clauses.iter().map(|c| c.get_ref().clone()).collect(),
+                clauses: s.clauses.clone(),
                 verdict: Verdict::Invalid,
                 figures: Default::default(),
                 message: format!("{e:#}"),

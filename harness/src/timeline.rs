@@ -3,8 +3,6 @@
 //! (Jepsen's history: faults are entries of the same history as the replicas' transitions).
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::event::ReplicaEvent;
+use crate::fault::Verb;
 
 /// One entry of the timeline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,7 +36,7 @@ pub enum What {
     /// A fault applied or lifted (`lifted` false when applied).
     Fault {
         /// The verb, e.g. `partition`.
-        verb: String,
+        verb: Verb,
         /// The replica or service it targets.
         target: String,
         /// Whether this entry lifts the fault.
@@ -138,16 +137,6 @@ impl Timeline {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
-
-    /// Writes the timeline as JSON lines.
-    pub fn write_jsonl(&self, path: &Path) -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        for e in self.entries() {
-            serde_json::to_writer(&mut out, &e)?;
-            out.write_all(b"\n")?;
-        }
-        out.flush()
-    }
 }
 
 impl Default for Timeline {
@@ -156,13 +145,30 @@ impl Default for Timeline {
     }
 }
 
+/// A moment a scenario step named with `as`: whom it concerned and when it took effect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    /// The replica it concerned: a fault's or control's target, the leader a wait saw; empty
+    /// when none.
+    pub target: String,
+    /// When it took effect (ms since the run's start): a fault's call returned, a wait's
+    /// condition held, a sleep ended.
+    pub at_ms: f64,
+    /// When the step began: a fault's call can take a while (a server restart) and its
+    /// effects can show before it returns.
+    pub began_ms: f64,
+}
+
+/// The named moments of a run, by their `as` names.
+pub type Marks = BTreeMap<String, Mark>;
+
 /// One fault from the entry that applied it to the entry that lifted it (`lifted_ms` is `None`
 /// when the run ended with it in place). A fault applied again before it was lifted restarts its
 /// span.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FaultSpan {
     /// The verb, e.g. `freeze`.
-    pub verb: String,
+    pub verb: Verb,
     /// The replica or service it targeted.
     pub target: String,
     /// When it was applied (ms since the run's start).
@@ -174,7 +180,7 @@ pub struct FaultSpan {
 /// The fault spans of a timeline: the lifted ones in the order they were lifted, then those
 /// still in place by verb and target.
 pub fn fault_spans(entries: &[Entry]) -> Vec<FaultSpan> {
-    let mut open: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut open: BTreeMap<(Verb, String), f64> = BTreeMap::new();
     let mut spans = Vec::new();
     for e in entries {
         let What::Fault {
@@ -185,27 +191,29 @@ pub fn fault_spans(entries: &[Entry]) -> Vec<FaultSpan> {
         else {
             continue;
         };
-        let key = (verb.clone(), target.clone());
+        let key = (*verb, target.clone());
         if !*lifted {
             open.insert(key, e.t_ms);
         } else if let Some(applied_ms) = open.remove(&key) {
             spans.push(FaultSpan {
-                verb: verb.clone(),
+                verb: *verb,
                 target: target.clone(),
                 applied_ms,
                 lifted_ms: Some(e.t_ms),
             });
         }
     }
-    spans.extend(
-        open.into_iter()
-            .map(|((verb, target), applied_ms)| FaultSpan {
-                verb,
-                target,
-                applied_ms,
-                lifted_ms: None,
-            }),
-    );
+    let mut in_place: Vec<FaultSpan> = open
+        .into_iter()
+        .map(|((verb, target), applied_ms)| FaultSpan {
+            verb,
+            target,
+            applied_ms,
+            lifted_ms: None,
+        })
+        .collect();
+    in_place.sort_by_cached_key(|f| (f.verb.to_string(), f.target.clone()));
+    spans.extend(in_place);
     spans
 }
 
@@ -234,7 +242,7 @@ mod tests {
         tl.record_at(
             t0 + Duration::from_millis(30),
             What::Fault {
-                verb: "partition".into(),
+                verb: Verb::Partition,
                 target: "r1".into(),
                 lifted: false,
             },
@@ -250,37 +258,30 @@ mod tests {
 
     #[test]
     fn faults_pair_with_their_lifts() {
-        let fault = |t_ms: f64, verb: &str, target: &str, lifted: bool| Entry {
+        let fault = |t_ms: f64, verb: Verb, target: &str, lifted: bool| Entry {
             t_ms,
             what: What::Fault {
-                verb: verb.into(),
+                verb,
                 target: target.into(),
                 lifted,
             },
         };
         let spans = fault_spans(&[
-            fault(1.0, "freeze", "a", false),
-            fault(2.0, "partition", "b", false),
-            fault(3.0, "freeze", "a", true),
-            fault(4.0, "partition", "a", true),
+            fault(1.0, Verb::Freeze, "a", false),
+            fault(2.0, Verb::Partition, "b", false),
+            fault(3.0, Verb::Freeze, "a", true),
+            fault(4.0, Verb::Partition, "a", true),
         ]);
-        let got: Vec<(&str, &str, f64, Option<f64>)> = spans
+        let got: Vec<(Verb, &str, f64, Option<f64>)> = spans
             .iter()
-            .map(|f| {
-                (
-                    f.verb.as_str(),
-                    f.target.as_str(),
-                    f.applied_ms,
-                    f.lifted_ms,
-                )
-            })
+            .map(|f| (f.verb, f.target.as_str(), f.applied_ms, f.lifted_ms))
             .collect();
         // A lift of a fault never applied pairs with nothing.
         assert_eq!(
             got,
             vec![
-                ("freeze", "a", 1.0, Some(3.0)),
-                ("partition", "b", 2.0, None)
+                (Verb::Freeze, "a", 1.0, Some(3.0)),
+                (Verb::Partition, "b", 2.0, None)
             ]
         );
     }

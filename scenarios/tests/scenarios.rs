@@ -57,7 +57,7 @@ async fn scenario(
         out.join("scenarios").join(&scenario.name).display(),
         failed.join("\n")
     );
-    let story = harness::snapshot::normalise(&outcome.entries, scenario.raw.story);
+    let story = harness::snapshot::normalise(&outcome.entries, scenario.story);
     insta::with_settings!({ snapshot_suffix => scenario.name.clone(), prepend_module_to_snapshot => false }, {
         insta::assert_snapshot!("timeline", story);
     });

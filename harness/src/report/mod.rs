@@ -1,7 +1,8 @@
 //! The conformance report: every clause ID with its verdict, the scenario or test that decided
-//! it and the figures it measured, as `report.md`, `report.json` and `junit.xml`, plus one SVG
-//! timeline per scenario (`svg` module).
+//! it and the figures it measured, as `report.md`, `report.json` and `junit.xml`, plus one
+//! evidence folder per scenario run ([`evidence`]) with its SVG timeline ([`svg`]).
 
+pub mod evidence;
 pub mod svg;
 
 use std::collections::BTreeMap;
@@ -102,50 +103,7 @@ impl Report {
             .into_iter()
             .map(|clause| {
                 let found = by_clause.remove(&clause.id).unwrap_or_default();
-                let decided: Vec<(&Source, &Check)> = found
-                    .iter()
-                    .copied()
-                    .filter(|(_, c)| c.verdict != Verdict::Unknown)
-                    .collect();
-                let failed: Vec<(&Source, &Check)> = decided
-                    .iter()
-                    .copied()
-                    .filter(|(_, c)| c.verdict == Verdict::Invalid)
-                    .collect();
-                let verdict = if !failed.is_empty() {
-                    ClauseVerdict::Fail
-                } else if decided.is_empty() {
-                    ClauseVerdict::NotRun
-                } else {
-                    ClauseVerdict::Pass
-                };
-                let mut names: Vec<String> = failed
-                    .iter()
-                    .chain(decided.iter())
-                    .map(|(s, _)| s.name.clone())
-                    .collect();
-                let mut seen = std::collections::BTreeSet::new();
-                names.retain(|n| seen.insert(n.clone()));
-                let figures = decided
-                    .iter()
-                    .flat_map(|(s, c)| {
-                        c.figures
-                            .iter()
-                            .map(move |(k, v)| format!("{k} {v} ({})", s.name))
-                    })
-                    .collect();
-                let notes = found
-                    .iter()
-                    .map(|(s, c)| format!("{}: {}: {}", s.name, c.name, c.message))
-                    .collect();
-                ClauseRow {
-                    id: clause.id,
-                    verdict,
-                    scenario: (!names.is_empty()).then(|| names.join(", ")),
-                    figures,
-                    section: clause.section,
-                    notes,
-                }
+                clause_row(clause, &found)
             })
             .collect();
         Report {
@@ -289,6 +247,55 @@ impl Report {
         std::fs::write(dir.join("report.md"), self.markdown())?;
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
         std::fs::write(dir.join("junit.xml"), self.junit())
+    }
+}
+
+/// A clause's row from the checks that name it (`found`, with their sources): failed if any
+/// decided check failed, not run if none decided it.
+fn clause_row(clause: clauses::Clause, found: &[(&Source, &Check)]) -> ClauseRow {
+    let decided: Vec<(&Source, &Check)> = found
+        .iter()
+        .copied()
+        .filter(|(_, c)| c.verdict != Verdict::Unknown)
+        .collect();
+    let failed: Vec<(&Source, &Check)> = decided
+        .iter()
+        .copied()
+        .filter(|(_, c)| c.verdict == Verdict::Invalid)
+        .collect();
+    let verdict = if !failed.is_empty() {
+        ClauseVerdict::Fail
+    } else if decided.is_empty() {
+        ClauseVerdict::NotRun
+    } else {
+        ClauseVerdict::Pass
+    };
+    let mut names: Vec<String> = failed
+        .iter()
+        .chain(decided.iter())
+        .map(|(s, _)| s.name.clone())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    let figures = decided
+        .iter()
+        .flat_map(|(s, c)| {
+            c.figures
+                .iter()
+                .map(move |(k, v)| format!("{k} {v} ({})", s.name))
+        })
+        .collect();
+    let notes = found
+        .iter()
+        .map(|(s, c)| format!("{}: {}: {}", s.name, c.name, c.message))
+        .collect();
+    ClauseRow {
+        id: clause.id,
+        verdict,
+        scenario: (!names.is_empty()).then(|| names.join(", ")),
+        figures,
+        section: clause.section,
+        notes,
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::fault::Nemesis;
+use harness::fault::{Nemesis, Verb};
 use harness::topology::docker::count_labelled;
 use harness::topology::{ReplicaPath, Topology, TopologyConfig};
 use tokio::time::Instant;
@@ -42,7 +42,7 @@ async fn network_verbs_act_on_one_proxy_each() {
         let c = Arc::new(client(&dsn("part"), "t-partition").await);
         let pid = backend_pid(&c).await;
         let rec = nemesis.partition("part").await.expect("partition");
-        assert_eq!((rec.verb.as_str(), rec.lifted), ("partition", false));
+        assert_eq!((rec.verb, rec.lifted), (Verb::Partition, false));
         assert!(rec.end >= rec.start);
         let pending = tokio::spawn({
             let c = c.clone();
@@ -59,8 +59,9 @@ async fn network_verbs_act_on_one_proxy_each() {
             !connects(&dsn("part")).await,
             "a new connection must not work either"
         );
-        let rec = nemesis.heal("part").await.expect("heal");
-        assert_eq!((rec.verb.as_str(), rec.lifted), ("partition", true));
+        let recs = nemesis.heal("part").await.expect("heal");
+        let lifted: Vec<_> = recs.iter().map(|r| (r.verb, r.lifted)).collect();
+        assert_eq!(lifted, [(Verb::Partition, true)]);
         let outcome = tokio::time::timeout(Duration::from_secs(3), pending)
             .await
             .expect("healing must end the pending query")
@@ -90,8 +91,9 @@ async fn network_verbs_act_on_one_proxy_each() {
         });
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert!(!pending.is_finished(), "a stalled query got an answer");
-        let rec = nemesis.heal("stall").await.expect("heal");
-        assert_eq!((rec.verb.as_str(), rec.lifted), ("stall", true));
+        let recs = nemesis.heal("stall").await.expect("heal");
+        let lifted: Vec<_> = recs.iter().map(|r| (r.verb, r.lifted)).collect();
+        assert_eq!(lifted, [(Verb::Stall, true)]);
         let row = tokio::time::timeout(Duration::from_secs(3), pending)
             .await
             .expect("healed: the query completes")
@@ -130,7 +132,7 @@ async fn network_verbs_act_on_one_proxy_each() {
             "replaced latency: {rtt:?}"
         );
         let rec = nemesis.clear_latency("lat").await.expect("clear");
-        assert_eq!((rec.verb.as_str(), rec.lifted), ("latency", true));
+        assert_eq!((rec.verb, rec.lifted), (Verb::Latency, true));
         let after = round_trip(&c).await;
         eprintln!("latency: before {before:?}, after clearing {after:?}");
         assert!(after < Duration::from_millis(50), "cleared: {after:?}");
@@ -151,8 +153,9 @@ async fn network_verbs_act_on_one_proxy_each() {
             !connects(&dsn("reset")).await,
             "new connections are reset too"
         );
-        let rec = nemesis.heal("reset").await.expect("heal");
-        assert_eq!((rec.verb.as_str(), rec.lifted), ("reset", true));
+        let recs = nemesis.heal("reset").await.expect("heal");
+        let lifted: Vec<_> = recs.iter().map(|r| (r.verb, r.lifted)).collect();
+        assert_eq!(lifted, [(Verb::Reset, true)]);
         assert!(
             connects(&dsn("reset")).await,
             "healed: new connections work"
@@ -178,7 +181,7 @@ async fn network_verbs_act_on_one_proxy_each() {
         );
         assert!(!connects(&dsn("dis")).await, "a disabled proxy refuses");
         let rec = nemesis.enable("dis").await.expect("enable");
-        assert_eq!((rec.verb.as_str(), rec.lifted), ("disable", true));
+        assert_eq!((rec.verb, rec.lifted), (Verb::Disable, true));
         assert!(connects(&dsn("dis")).await, "enabled again");
     }
 
@@ -219,7 +222,7 @@ async fn server_verbs() {
     let c = client(&proxy.dsn(), "t-kill").await;
     let pid = backend_pid(&c).await;
     let rec = nemesis.kill_backend(pid).await.expect("kill backend");
-    assert_eq!(rec.verb, "kill-backend");
+    assert_eq!(rec.verb, Verb::KillBackend);
     assert_eq!(rec.target, format!("backend {pid}"));
     let err = c.simple_query("SELECT 1").await.expect_err("terminated");
     eprintln!("kill_backend: {err}");
@@ -262,7 +265,7 @@ async fn server_verbs() {
         old_dsn,
         topology.observer_dsn()
     );
-    assert_eq!(rec.verb, "restart-server");
+    assert_eq!(rec.verb, Verb::RestartServer);
     assert!(old_observer.simple_query("SELECT 1").await.is_err());
     assert!(through_proxy.simple_query("SELECT 1").await.is_err());
     let observer = nemesis.observer().client().await.expect("observer again");
@@ -277,10 +280,10 @@ async fn server_verbs() {
 
     // stop_server / start_server.
     let rec = nemesis.stop_server().await.expect("stop");
-    assert_eq!((rec.verb.as_str(), rec.lifted), ("stop-server", false));
+    assert_eq!((rec.verb, rec.lifted), (Verb::StopServer, false));
     assert!(!connects(&proxy.dsn()).await, "stopped: no connection");
     let rec = nemesis.start_server().await.expect("start");
-    assert_eq!((rec.verb.as_str(), rec.lifted), ("stop-server", true));
+    assert_eq!((rec.verb, rec.lifted), (Verb::StopServer, true));
     assert!(connects(&topology.observer_dsn()).await);
     assert!(connects(&proxy.dsn()).await);
     topology.shutdown().await;

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::fault::Nemesis;
+use harness::fault::{Nemesis, Verb};
 use harness::topology::{PoolMode, ReplicaPath, Topology, TopologyConfig};
 use tokio::time::Instant;
 
@@ -190,7 +190,7 @@ async fn process_verbs_signal_a_replica() {
     let pid = replica.pid();
 
     let rec = nemesis.freeze(&mut replica).expect("freeze");
-    assert_eq!((rec.verb.as_str(), rec.target.as_str()), ("freeze", "r1"));
+    assert_eq!((rec.verb, rec.target.as_str()), (Verb::Freeze, "r1"));
     assert!(
         eventually(Duration::from_secs(2), || async { state(pid) == 'T' })
             .await
@@ -215,7 +215,7 @@ async fn process_verbs_signal_a_replica() {
         "SIGKILL ends it"
     );
     let rec = nemesis.restart(&mut replica).await.expect("restart");
-    assert_eq!(rec.verb, "restart");
+    assert_eq!(rec.verb, Verb::Restart);
     assert_ne!(replica.pid(), pid, "a new process");
     assert!(replica.is_running());
 
@@ -225,7 +225,16 @@ async fn process_verbs_signal_a_replica() {
         .expect("SIGTERM ends it")
         .expect("status");
     eprintln!("after SIGTERM: {status}");
-    let verbs: Vec<String> = nemesis.records().into_iter().map(|r| r.verb).collect();
-    assert_eq!(verbs, ["freeze", "freeze", "kill", "restart", "terminate"]);
+    let verbs: Vec<Verb> = nemesis.records().into_iter().map(|r| r.verb).collect();
+    assert_eq!(
+        verbs,
+        [
+            Verb::Freeze,
+            Verb::Freeze,
+            Verb::Kill,
+            Verb::Restart,
+            Verb::Terminate
+        ]
+    );
     topology.shutdown().await;
 }

@@ -1,7 +1,9 @@
-//! Checkers: invariants and timing bounds over a run's timeline, in units of T.
+//! Checkers: invariants and timing bounds over a run's timeline, in units of T, and a
+//! scenario's own expectations ([`expect`]).
 //!
 //! Each checker returns a [`Check`] whose verdict is valid, invalid or unknown (Jepsen's three:
 //! unknown when the timeline lacks what the checker needs), with the figures it measured.
+//! [`scenario`] decides every check of one scenario run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -9,7 +11,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::event::ReplicaEvent;
+use crate::fault::Verb;
 use crate::timeline::{fault_spans, Entry, What};
+
+pub mod expect;
+
+pub use expect::{Expectation, Facts};
 
 /// A checker's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +97,59 @@ impl Bounds {
     }
 }
 
+/// Every check of one scenario run: the steps that failed (`step_errors`: each fails the
+/// scenario's `clauses`), the continuous invariants (unless the scenario turns them off), the
+/// boot and readiness shape wherever replicas run an elector, and the scenario's expectations.
+pub fn scenario(
+    clauses: &[String],
+    invariants: bool,
+    expectations: &[Expectation],
+    step_errors: &[String],
+    facts: &Facts,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if !step_errors.is_empty() {
+        checks.push(Check {
+            name: "steps".into(),
+            clauses: clauses.to_vec(),
+            verdict: Verdict::Invalid,
+            figures: BTreeMap::new(),
+            message: step_errors.join("; "),
+        });
+    }
+    if invariants {
+        checks.extend(continuous(facts));
+    }
+    // Boot and readiness shape hold in every scenario whose replicas run an elector; they are
+    // unknown (not counted) where none does.
+    checks.extend(
+        [
+            boot_passes_before_ready(facts.entries),
+            probe_names(facts.entries),
+        ]
+        .into_iter()
+        .filter(|c| c.verdict != Verdict::Unknown),
+    );
+    checks.extend(expectations.iter().map(|ex| expect::decide(ex, facts)));
+    checks
+}
+
+/// The continuous invariants: gauge sum, one lock row, gauge = pg_locks, overlap, and
+/// leader-only work where leader-only loops wrote rows.
+fn continuous(facts: &Facts) -> Vec<Check> {
+    let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
+    let mut checks = vec![
+        gauge_sum(entries, end_ms, b),
+        one_lock_row(entries),
+        gauge_matches_locks(entries, b),
+        overlap_bound(entries, end_ms, b),
+    ];
+    if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
+        checks.push(work_only_from_leader(entries, facts.rows, end_ms, b));
+    }
+    checks
+}
+
 /// Spans where each replica believes it leads, from its events: `acquired` opens a span;
 /// `demoted`, `released`, `abandoned`, `shutdown`, a fresh `started` (restart) or the process's
 /// death (a `kill` fault on it) close it. A frozen replica (`freeze` fault until it is lifted)
@@ -116,41 +176,14 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
                 _ => {}
             },
             What::Fault {
-                verb,
+                verb: Verb::Kill | Verb::Freeze,
                 target,
-                lifted,
-            } => match (verb.as_str(), lifted) {
-                ("kill", false) | ("freeze", false) => close(&mut open, target, e.t_ms),
-                _ => {}
-            },
+                lifted: false,
+            } => close(&mut open, target, e.t_ms),
             _ => {}
         }
     }
-    // A frozen replica that resumes still believes it leads until its next check demotes it.
-    for thawed in fault_spans(entries).iter().filter(|f| f.verb == "freeze") {
-        let (Some(thaw_ms), target) = (thawed.lifted_ms, &thawed.target) else {
-            continue;
-        };
-        let led_when_frozen = spans
-            .get(target)
-            .and_then(|s| s.last())
-            .is_some_and(|(_, end)| (*end - thaw_ms).abs() > 0.0);
-        if led_when_frozen && !open.contains_key(target) {
-            let resumed_end = entries
-                .iter()
-                .find(|x| {
-                    x.t_ms >= thaw_ms
-                        && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
-                })
-                .map(|x| x.t_ms);
-            if let Some(end) = resumed_end {
-                spans
-                    .entry(target.clone())
-                    .or_default()
-                    .push((thaw_ms, end));
-            }
-        }
-    }
+    resumed_after_thaw(entries, &open, &mut spans);
     for (r, s) in open {
         spans.entry(r).or_default().push((s, end_ms));
     }
@@ -158,6 +191,38 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     spans
+}
+
+/// A frozen replica that resumes still believes it leads until its next check demotes it: a
+/// span from each thaw of a replica that led when frozen (and has not led again since) to its
+/// next demotion or release.
+fn resumed_after_thaw(
+    entries: &[Entry],
+    open: &BTreeMap<String, f64>,
+    spans: &mut BTreeMap<String, Vec<(f64, f64)>>,
+) {
+    for thawed in fault_spans(entries)
+        .iter()
+        .filter(|f| f.verb == Verb::Freeze)
+    {
+        let (Some(thaw_ms), target) = (thawed.lifted_ms, &thawed.target) else {
+            continue;
+        };
+        let led_when_frozen = spans
+            .get(target)
+            .and_then(|s| s.last())
+            .is_some_and(|(_, end)| (*end - thaw_ms).abs() > 0.0);
+        if !led_when_frozen || open.contains_key(target) {
+            continue;
+        }
+        let resumed_end = entries.iter().find(|x| {
+            x.t_ms >= thaw_ms
+                && matches!(&x.what, What::Replica { replica, event: ReplicaEvent::Demoted { .. } | ReplicaEvent::Released { .. } } if replica == target)
+        });
+        if let Some(end) = resumed_end {
+            (spans.entry(target.clone()).or_default()).push((thaw_ms, end.t_ms));
+        }
+    }
 }
 
 /// The replicas that are down (killed or terminated until restarted, frozen until thawed) after
@@ -169,11 +234,11 @@ fn down_after(e: &Entry, down: &mut BTreeSet<String>) {
         lifted,
     } = &e.what
     {
-        match (verb.as_str(), lifted) {
-            ("kill" | "terminate" | "freeze", false) => {
+        match (verb, lifted) {
+            (Verb::Kill | Verb::Terminate | Verb::Freeze, false) => {
                 down.insert(target.clone());
             }
-            ("restart", _) | ("freeze", true) => {
+            (Verb::Restart, _) | (Verb::Freeze, true) => {
                 down.remove(target);
             }
             _ => {}
@@ -708,7 +773,7 @@ pub(crate) mod tests {
         let fault = |t_ms: f64, lifted: bool| Entry {
             t_ms,
             what: What::Fault {
-                verb: "freeze".into(),
+                verb: Verb::Freeze,
                 target: "a".into(),
                 lifted,
             },

@@ -1,0 +1,517 @@
+//! A scenario's own expectations (`[[expect]]` in its file), decided over the run's facts:
+//! its timeline, its `leader_work` rows, the moments its steps named, and its replicas' logs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use super::{in_t, Bounds, Check, Verdict, WorkRow};
+use crate::event::EventKind;
+use crate::span::Span;
+use crate::timeline::{Entry, Mark, Marks, What};
+
+/// Which replica an expectation is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// Any replica.
+    Any,
+    /// Any replica but the target of the `after` step.
+    Other,
+    /// The replica of this name.
+    Replica(String),
+    /// The target of the step with this `as` name.
+    Named(String),
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Who::Any => f.write_str("any"),
+            Who::Other => f.write_str("other"),
+            Who::Replica(name) | Who::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+/// What an event expectation looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Awaited {
+    /// A replica reports an event of this kind.
+    Event(EventKind),
+    /// pg_locks shows no granted row of the `after` step's target any more.
+    LockReleased,
+}
+
+impl Awaited {
+    /// The scenario files' name of the observation that is not a replica's event.
+    pub const LOCK_RELEASED: &'static str = "lock_released";
+}
+
+impl fmt::Display for Awaited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Awaited::Event(kind) => kind.fmt(f),
+            Awaited::LockReleased => f.write_str(Self::LOCK_RELEASED),
+        }
+    }
+}
+
+/// One expectation: what must hold, and the clause it decides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expectation {
+    /// The clause ID it decides.
+    pub clause: String,
+    /// What must hold.
+    pub expect: Expect,
+}
+
+/// What an expectation holds to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expect {
+    /// An event happens (or, `absent`, does not), measured from the `after` step.
+    Event {
+        /// What happens.
+        awaited: Awaited,
+        /// Who reports it (ignored by [`Awaited::LockReleased`]).
+        replica: Who,
+        /// The named step it is measured from (default: the run's start).
+        after: Option<String>,
+        /// The upper bound.
+        within: Option<Span>,
+        /// The lower bound.
+        not_before: Option<Span>,
+        /// It must not happen within `within`.
+        absent: bool,
+    },
+    /// The gauge sum reaches this value at some sample.
+    GaugeSumReaches(i64),
+    /// The number of granted lock rows stays at most this.
+    LockRowsAtMost(usize),
+    /// The `leader_work` table ends with exactly this many rows.
+    WorkRows(usize),
+    /// A replica's `/readyz` answers this status at some sample after the `after` step.
+    Readyz {
+        /// The HTTP status.
+        status: u16,
+        /// Whose `/readyz`.
+        replica: Who,
+        /// The named step it is looked for after.
+        after: Option<String>,
+    },
+    /// A replica's `/readyz` reports a failing check whose `name: error` contains `text`.
+    ReadyzSays {
+        /// The text.
+        text: String,
+        /// Whose `/readyz`.
+        replica: Who,
+        /// The named step it is looked for after.
+        after: Option<String>,
+    },
+    /// One line of the replica's log contains every text.
+    Log {
+        /// The texts.
+        texts: Vec<String>,
+        /// Whose log: a replica or the target of a named step.
+        replica: Who,
+    },
+}
+
+/// A replica's log, as the run's evidence holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplicaLog {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its text, or why it could not be read.
+    pub text: Result<String, String>,
+}
+
+/// What a run leaves for its checks.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    /// The whole timeline.
+    pub entries: &'a [Entry],
+    /// The `leader_work` rows.
+    pub rows: &'a [WorkRow],
+    /// The moments the steps named.
+    pub marks: &'a Marks,
+    /// Each replica's log, by replica name.
+    pub logs: &'a BTreeMap<String, ReplicaLog>,
+    /// The bounds.
+    pub bounds: Bounds,
+}
+
+impl Facts<'_> {
+    /// When the timeline ends (ms since the start).
+    pub fn end_ms(&self) -> f64 {
+        self.entries.last().map_or(0.0, |e| e.t_ms)
+    }
+}
+
+/// Where an expectation is measured from.
+struct Origin<'a> {
+    mark: Option<&'a Mark>,
+    /// Delays are measured from the moment the named step took effect (a fault's call
+    /// returned); an effect that showed while the call still ran (e.g. a take-over during a
+    /// server restart) counts, with a delay of zero.
+    from_ms: f64,
+    search_ms: f64,
+}
+
+impl<'a> Origin<'a> {
+    fn of(after: Option<&String>, marks: &'a Marks) -> Self {
+        let mark = after.and_then(|a| marks.get(a));
+        Self {
+            mark,
+            from_ms: mark.map_or(0.0, |m| m.at_ms),
+            search_ms: mark.map_or(0.0, |m| m.began_ms),
+        }
+    }
+
+    /// Whether `replica` is `who`, with `other` meaning not the target of the `after` step.
+    fn matches(&self, who: &Who, marks: &Marks, replica: &str) -> bool {
+        match who {
+            Who::Any => true,
+            Who::Other => self.mark.is_none_or(|m| m.target != replica),
+            Who::Replica(name) => name == replica,
+            Who::Named(name) => marks.get(name).is_some_and(|m| m.target == replica),
+        }
+    }
+}
+
+/// Decides one expectation.
+pub fn decide(ex: &Expectation, facts: &Facts) -> Check {
+    let mut c = match &ex.expect {
+        Expect::Event { .. } => event(&ex.expect, facts),
+        Expect::GaugeSumReaches(n) => gauge_sum_reaches(*n, facts.entries),
+        Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
+        Expect::WorkRows(n) => work_rows(*n, facts.rows),
+        Expect::Readyz {
+            status,
+            replica,
+            after,
+        } => readyz(*status, replica, after.as_ref(), facts),
+        Expect::ReadyzSays {
+            text,
+            replica,
+            after,
+        } => readyz_says(text, replica, after.as_ref(), facts),
+        Expect::Log { texts, replica } => log(texts, replica, facts),
+    };
+    c.clauses = vec![ex.clause.clone()];
+    c
+}
+
+fn check(name: String, verdict: Verdict, message: String) -> Check {
+    Check {
+        name,
+        clauses: Vec::new(),
+        verdict,
+        figures: BTreeMap::new(),
+        message,
+    }
+}
+
+fn ms(span: &Option<Span>, b: &Bounds) -> Option<f64> {
+    span.map(|s| s.at(b.t).as_secs_f64() * 1000.0)
+}
+
+fn event(expect: &Expect, facts: &Facts) -> Check {
+    let Expect::Event {
+        awaited,
+        replica,
+        after,
+        within,
+        not_before,
+        absent,
+    } = expect
+    else {
+        unreachable!("an event expectation")
+    };
+    let b = &facts.bounds;
+    let from = Origin::of(after.as_ref(), facts.marks);
+    let label_after = after
+        .as_ref()
+        .map(|a| format!(" after {a}"))
+        .unwrap_or_default();
+    let name = format!(
+        "{}{awaited} by {replica}{label_after}",
+        if *absent { "no " } else { "" }
+    );
+    let found = facts
+        .entries
+        .iter()
+        .find(|e| e.t_ms >= from.search_ms && observed(e, *awaited, replica, &from, facts.marks));
+    let delay = found.map(|e| (e.t_ms - from.from_ms).max(0.0));
+    let slack_ms = b.slack.as_secs_f64() * 1000.0;
+    let in_window = |d: f64| ms(within, b).is_none_or(|w| d <= w + slack_ms);
+    let verdict = match (absent, delay) {
+        (true, Some(d)) if in_window(d) => Verdict::Invalid,
+        (true, _) => Verdict::Valid,
+        (false, None) => Verdict::Invalid,
+        (false, Some(d)) => {
+            let early = ms(not_before, b).is_some_and(|nb| d + slack_ms < nb);
+            if in_window(d) && !early {
+                Verdict::Valid
+            } else {
+                Verdict::Invalid
+            }
+        }
+    };
+    let message = match delay {
+        Some(d) => format!(
+            "{awaited} {d:.0} ms ({}) after{label_after}; bound {}{}",
+            in_t(d, b.t),
+            within.map_or("none".into(), |w| w.to_string()),
+            not_before.map_or(String::new(), |w| format!(", not before {w}"))
+        ),
+        None => format!("no {awaited} by {replica}{label_after}"),
+    };
+    let mut c = check(name, verdict, message);
+    if let Some(d) = delay {
+        c.figures.insert(format!("{awaited} after"), in_t(d, b.t));
+    }
+    c
+}
+
+/// Whether entry `e` is what an event expectation awaits.
+fn observed(e: &Entry, awaited: Awaited, who: &Who, from: &Origin, marks: &Marks) -> bool {
+    match (awaited, &e.what) {
+        (Awaited::LockReleased, What::Locks { rows }) => {
+            let target = from.mark.map(|m| &m.target);
+            !rows.iter().any(|r| r.1 && Some(&r.2) == target)
+        }
+        (Awaited::Event(kind), What::Replica { replica, event }) => {
+            event.kind() == kind && from.matches(who, marks, replica)
+        }
+        _ => false,
+    }
+}
+
+fn gauge_sum_reaches(n: i64, entries: &[Entry]) -> Check {
+    let sum = |what: &What| match what {
+        What::Gauges { values } => Some(values.values().flatten().sum::<i64>()),
+        _ => None,
+    };
+    let (verdict, max) = peak(entries, sum, |m| m >= n);
+    check(
+        format!("gauge sum reaches {n}"),
+        verdict,
+        format!("max gauge sum {max:?}"),
+    )
+    .figure("max gauge sum", max.unwrap_or(0).to_string())
+}
+
+fn lock_rows_at_most(n: usize, entries: &[Entry]) -> Check {
+    let granted = |what: &What| match what {
+        What::Locks { rows } => Some(rows.iter().filter(|r| r.1).count()),
+        _ => None,
+    };
+    let (verdict, max) = peak(entries, granted, |m| m <= n);
+    check(
+        format!("at most {n} granted lock row(s)"),
+        verdict,
+        format!("max granted rows {max:?}"),
+    )
+    .figure("max granted rows", max.unwrap_or(0).to_string())
+}
+
+/// The largest figure `of` reads from the samples, and whether it `holds` (unknown when no
+/// sample had one).
+fn peak<T: Ord + Copy>(
+    entries: &[Entry],
+    of: impl Fn(&What) -> Option<T>,
+    holds: impl Fn(T) -> bool,
+) -> (Verdict, Option<T>) {
+    let max = entries.iter().filter_map(|e| of(&e.what)).max();
+    let verdict = match max {
+        None => Verdict::Unknown,
+        Some(m) if holds(m) => Verdict::Valid,
+        Some(_) => Verdict::Invalid,
+    };
+    (verdict, max)
+}
+
+fn work_rows(n: usize, rows: &[WorkRow]) -> Check {
+    let verdict = if rows.len() == n {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    check(
+        format!("{n} leader_work rows"),
+        verdict,
+        format!("{} rows", rows.len()),
+    )
+    .figure("rows", rows.len().to_string())
+}
+
+fn readyz(status: u16, who: &Who, after: Option<&String>, facts: &Facts) -> Check {
+    let from = Origin::of(after, facts.marks);
+    let seen = facts.entries.iter().find(|e| {
+        e.t_ms >= from.search_ms
+            && matches!(&e.what, What::Readiness { status: s, .. }
+                if s.iter().any(|(r, s)| from.matches(who, facts.marks, r) && *s == Some(status)))
+    });
+    let name = format!("/readyz of {who} answers {status}");
+    let Some(e) = seen else {
+        return check(name, Verdict::Invalid, "never seen".into());
+    };
+    let delay = in_t((e.t_ms - from.from_ms).max(0.0), facts.bounds.t);
+    check(name, Verdict::Valid, "seen".into()).figure(&format!("{status} after"), delay)
+}
+
+fn readyz_says(text: &str, who: &Who, after: Option<&String>, facts: &Facts) -> Check {
+    let from = Origin::of(after, facts.marks);
+    let seen = facts.entries.iter().find_map(|e| match &e.what {
+        What::Readiness { failing, .. } if e.t_ms >= from.search_ms => failing
+            .iter()
+            .filter(|(r, _)| from.matches(who, facts.marks, r))
+            .flat_map(|(_, checks)| checks)
+            .find(|check| check.contains(text))
+            .map(|check| (e.t_ms, check.clone())),
+        _ => None,
+    });
+    let name = format!("/readyz of {who} reports {text:?}");
+    let Some((t_ms, said)) = seen else {
+        return check(name, Verdict::Invalid, "never reported".into());
+    };
+    let delay = in_t((t_ms - from.from_ms).max(0.0), facts.bounds.t);
+    check(name, Verdict::Valid, format!("reported {said:?}")).figure("reported after", delay)
+}
+
+fn log(texts: &[String], who: &Who, facts: &Facts) -> Check {
+    let replica = match who {
+        Who::Named(name) => facts.marks.get(name).map_or(name, |m| &m.target),
+        Who::Replica(name) => name,
+        Who::Any | Who::Other => "",
+    };
+    let name = format!("log of {who} has a line with {texts:?}");
+    let Some(log) = facts.logs.get(replica) else {
+        return check(name, Verdict::Invalid, format!("no log of {replica:?}"));
+    };
+    let (verdict, message) = match &log.text {
+        Ok(text) => match text.lines().find(|l| texts.iter().all(|t| l.contains(t))) {
+            Some(line) => (Verdict::Valid, format!("found: {}", line.trim())),
+            None => (
+                Verdict::Invalid,
+                format!("no such line in {}", log.path.display()),
+            ),
+        },
+        Err(e) => (
+            Verdict::Invalid,
+            format!("reading {}: {e}", log.path.display()),
+        ),
+    };
+    check(name, verdict, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::tests::ev;
+    use crate::event::ReplicaEvent;
+    use std::time::Duration;
+
+    fn facts<'a>(
+        entries: &'a [Entry],
+        marks: &'a Marks,
+        logs: &'a BTreeMap<String, ReplicaLog>,
+    ) -> Facts<'a> {
+        let ms = Duration::from_millis;
+        Facts {
+            entries,
+            rows: &[],
+            marks,
+            logs,
+            bounds: Bounds {
+                t: ms(200),
+                tick: ms(200),
+                sample: ms(20),
+                slack: ms(40),
+            },
+        }
+    }
+
+    fn demoted(within: &str, replica: Who, absent: bool) -> Expectation {
+        Expectation {
+            clause: "DEM-2".into(),
+            expect: Expect::Event {
+                awaited: Awaited::Event(EventKind::Demoted),
+                replica,
+                after: Some("cut".into()),
+                within: Some(Span::parse(within).unwrap()),
+                not_before: None,
+                absent,
+            },
+        }
+    }
+
+    #[test]
+    fn events_are_measured_from_the_named_step() {
+        let marks: Marks = [(
+            "cut".to_owned(),
+            Mark {
+                target: "a".into(),
+                at_ms: 100.0,
+                began_ms: 90.0,
+            },
+        )]
+        .into();
+        let entries = [ev(
+            400.0,
+            "a",
+            ReplicaEvent::Demoted {
+                term: 1,
+                error: "x".into(),
+            },
+        )];
+        let logs = BTreeMap::new();
+        let f = facts(&entries, &marks, &logs);
+        let c = decide(&demoted("2T", Who::Named("cut".into()), false), &f);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.name, "demoted by cut after cut");
+        assert_eq!(c.figures["demoted after"], "1.50T");
+        assert_eq!(c.clauses, ["DEM-2"]);
+        let c = decide(&demoted("1T", Who::Named("cut".into()), false), &f);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        let c = decide(&demoted("2T", Who::Other, false), &f);
+        assert_eq!(
+            c.verdict,
+            Verdict::Invalid,
+            "the cut replica is not `other`"
+        );
+        let c = decide(&demoted("1T", Who::Any, true), &f);
+        assert_eq!(c.verdict, Verdict::Valid, "absent within 1T: {c:?}");
+    }
+
+    #[test]
+    fn a_log_expectation_reads_the_named_replicas_log() {
+        let marks: Marks = [(
+            "failing".to_owned(),
+            Mark {
+                target: "r2".into(),
+                at_ms: 0.0,
+                began_ms: 0.0,
+            },
+        )]
+        .into();
+        let log = |text: &str| ReplicaLog {
+            path: "replica-r2.log".into(),
+            text: Ok(text.into()),
+        };
+        let logs = [("r2".to_owned(), log("INFO x\nERROR boom loop=\"l\"\n"))].into();
+        let f = facts(&[], &marks, &logs);
+        let ex = |texts: &[&str]| Expectation {
+            clause: "READY-4".into(),
+            expect: Expect::Log {
+                texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+                replica: Who::Named("failing".into()),
+            },
+        };
+        assert_eq!(decide(&ex(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
+        assert_eq!(
+            decide(&ex(&["ERROR", "INFO"]), &f).verdict,
+            Verdict::Invalid
+        );
+    }
+}

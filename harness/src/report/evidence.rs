@@ -1,0 +1,117 @@
+//! A run's evidence folder (Jepsen's `store/<test>/<time>/`): the timeline as JSON lines and
+//! SVG, the checks, the `leader_work` rows, and each replica's log, so a failure can be read
+//! days later without running it again.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::check::expect::ReplicaLog;
+use crate::check::{Check, WorkRow};
+use crate::timeline::Entry;
+
+/// The evidence folder of one scenario run.
+#[derive(Clone, Debug)]
+pub struct Evidence {
+    dir: PathBuf,
+    relative: String,
+}
+
+/// What a run leaves in its evidence folder besides the replicas' logs.
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    /// The scenario's name (the picture's title).
+    pub scenario: &'a str,
+    /// The whole timeline.
+    pub entries: &'a [Entry],
+    /// The replicas, one lane each in the picture.
+    pub replicas: &'a [String],
+    /// T (the picture's grid).
+    pub t: Duration,
+    /// The checks.
+    pub checks: &'a [Check],
+    /// The `leader_work` rows.
+    pub rows: &'a [WorkRow],
+}
+
+impl Evidence {
+    /// The folder of `scenario`'s run number `repeat` (1 for the first), relative to the
+    /// output folder: later runs keep theirs in `scenarios/<name>.<repeat>/` so no run
+    /// overwrites another's.
+    pub fn folder(scenario: &str, repeat: usize) -> String {
+        if repeat > 1 {
+            format!("scenarios/{scenario}.{repeat}")
+        } else {
+            format!("scenarios/{scenario}")
+        }
+    }
+
+    /// Creates the folder `relative` under `out`.
+    ///
+    /// # Errors
+    /// It could not be created.
+    pub fn create(out: &Path, relative: String) -> anyhow::Result<Evidence> {
+        let dir = out.join(&relative);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Evidence { dir, relative })
+    }
+
+    /// The folder, relative to the output folder (as the report links it).
+    pub fn relative(&self) -> &str {
+        &self.relative
+    }
+
+    /// Where the replica `name` writes its log (its stderr).
+    pub fn replica_log(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("replica-{name}.log"))
+    }
+
+    /// The logs of `replicas`, as they are now.
+    pub fn read_logs<'a>(
+        &self,
+        replicas: impl IntoIterator<Item = &'a String>,
+    ) -> BTreeMap<String, ReplicaLog> {
+        replicas
+            .into_iter()
+            .map(|name| {
+                let path = self.replica_log(name);
+                let text = std::fs::read_to_string(&path).map_err(|e| e.to_string());
+                (name.clone(), ReplicaLog { path, text })
+            })
+            .collect()
+    }
+
+    /// Writes `timeline.jsonl`, `timeline.svg`, `checks.json` and `work.json`.
+    ///
+    /// # Errors
+    /// A file could not be written.
+    pub fn write(&self, run: &Record) -> anyhow::Result<()> {
+        write_jsonl(&self.dir.join("timeline.jsonl"), run.entries)?;
+        std::fs::write(
+            self.dir.join("timeline.svg"),
+            super::svg::render(run.scenario, run.entries, run.replicas, run.t),
+        )?;
+        std::fs::write(
+            self.dir.join("checks.json"),
+            serde_json::to_string_pretty(run.checks)?,
+        )?;
+        std::fs::write(
+            self.dir.join("work.json"),
+            serde_json::to_string_pretty(run.rows)?,
+        )?;
+        Ok(())
+    }
+}
+
+/// Writes `entries` as JSON lines.
+fn write_jsonl(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for e in entries {
+        serde_json::to_writer(&mut out, e)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}

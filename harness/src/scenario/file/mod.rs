@@ -1,0 +1,346 @@
+//! The scenario file: TOML a person can read and write, read into the typed
+//! [model](super::model) and validated once, before anything starts, and written back in the
+//! same syntax ([`Scenario::to_toml`]).
+//!
+//! ```toml
+//! description = "The leader is cut off by a silent black hole."
+//! clauses = ["DEM-2", "ORPH-2"]
+//!
+//! [replicas]
+//! r1 = { path = "direct" }
+//! r2 = { path = "direct" }
+//!
+//! [[step]]
+//! wait_for = "leader"
+//! within = "3T"
+//!
+//! [[step]]
+//! fault = "partition"
+//! target = "leader"
+//! as = "cut"
+//!
+//! [[step]]
+//! sleep = "6T"
+//!
+//! [[expect]]
+//! event = "demoted"
+//! replica = "cut"
+//! after = "cut"
+//! within = "2T"
+//! clause = "DEM-2"
+//! ```
+//!
+//! Errors name the file, the line and what is wrong: unknown keys, bad durations, unknown
+//! replicas, fault verbs, events or clause IDs, a key on a step or expectation it does not
+//! belong to.
+
+mod read;
+#[cfg(test)]
+mod round_trip;
+mod word;
+mod write;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::model::{ReplicaDecl, Scenario, WaitFor};
+use crate::check::expect::Awaited;
+use crate::fault::Verb;
+use crate::snapshot::Story;
+use crate::span::Span;
+use word::Word;
+
+/// A scenario file that cannot be used: the file, the line and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct FileError {
+    /// The file.
+    pub file: String,
+    /// The 1-based line (0 when unknown).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What is wrong, and where in the text (`None`: the whole file).
+type Located = (Option<Range<usize>>, String);
+
+/// The whole file, as written.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FileToml {
+    description: String,
+    clauses: Vec<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    t: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tick: Option<Span>,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    invariants: bool,
+    #[serde(default, skip_serializing_if = "is_full")]
+    story: Story,
+    replicas: BTreeMap<String, ReplicaDecl>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    step: Vec<Spanned<StepToml>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    expect: Vec<Spanned<ExpectToml>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn is_full(s: &Story) -> bool {
+    *s == Story::Full
+}
+
+/// One step, as written: exactly one action key, and the keys that go with it.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct StepToml {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sleep: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wait_for: Option<Word<WaitFor>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fault: Option<Word<Verb>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    heal: Option<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    control: Option<Spanned<ControlToml>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sql: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hold: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jitter: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    within: Option<Span>,
+    #[serde(rename = "as", skip_serializing_if = "Option::is_none")]
+    name: Option<Spanned<String>>,
+}
+
+/// A `control` table: one of `loop` and `worker`, and a `mode`.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ControlToml {
+    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    loop_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker: Option<String>,
+    mode: String,
+}
+
+/// One expectation, as written: exactly one kind key, and the keys that go with it.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectToml {
+    clause: Spanned<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event: Option<Word<Awaited>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gauge_sum_reaches: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_rows_at_most: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    work_rows: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    readyz: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    readyz_says: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    log: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica: Option<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after: Option<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    within: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_before: Option<Span>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    absent: bool,
+}
+
+impl Scenario {
+    /// Reads and validates `path`.
+    ///
+    /// # Errors
+    /// The file cannot be read, or is not a valid scenario (with the line of the mistake).
+    pub fn load(path: &Path) -> Result<Scenario, FileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| FileError {
+            file: path.display().to_string(),
+            line: 0,
+            message: format!("cannot read: {e}"),
+        })?;
+        Scenario::parse(path, &text)
+    }
+
+    /// Parses and validates `text` as the content of `path`.
+    ///
+    /// # Errors
+    /// The text is not a valid scenario (with the line of the mistake).
+    pub fn parse(path: &Path, text: &str) -> Result<Scenario, FileError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let error = |(span, message): Located| FileError {
+            file: path.display().to_string(),
+            line: span.map_or(0, |s| line_of(s.start)),
+            message,
+        };
+        let raw: FileToml =
+            toml::from_str(text).map_err(|e| error((e.span(), e.message().to_owned())))?;
+        read::scenario(raw, path).map_err(error)
+    }
+
+    /// The scenario as a file, in the syntax [`Scenario::parse`] reads.
+    pub fn to_toml(&self) -> String {
+        let text = toml::to_string(&write::file(self)).expect("a scenario serialises");
+        write::inline_tables(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::DbPath;
+    use std::time::Duration;
+
+    const GOOD: &str = r#"
+description = "cut the leader off"
+clauses = ["DEM-2"]
+
+[replicas]
+r1 = { path = "direct" }
+r2 = {}
+
+[[step]]
+wait_for = "leader"
+within = "3T"
+
+[[step]]
+fault = "partition"
+target = "leader"
+as = "cut"
+
+[[step]]
+sleep = "6T"
+
+[[step]]
+heal = "cut"
+
+[[expect]]
+event = "demoted"
+replica = "cut"
+after = "cut"
+within = "2T"
+clause = "DEM-2"
+"#;
+
+    fn parse(text: &str) -> Result<Scenario, FileError> {
+        Scenario::parse(Path::new("scenarios/x.toml"), text)
+    }
+
+    #[test]
+    fn good_file_parses() {
+        let s = parse(GOOD).unwrap();
+        assert_eq!(s.name, "x");
+        assert_eq!(s.replicas["r2"].path, DbPath::Direct);
+        assert_eq!(s.steps.len(), 4);
+        assert_eq!(
+            Span::parse("0.5T").unwrap().at(Duration::from_millis(200)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            Span::parse("250ms").unwrap(),
+            Span::Abs(Duration::from_millis(250))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let cases = [
+            (
+                GOOD.replace("within = \"3T\"", "within = \"3 parsecs\""),
+                11,
+                "bad duration",
+            ),
+            (
+                GOOD.replace("as = \"cut\"", "as = \"cut\"\ncolour = \"red\""),
+                17,
+                "unknown field `colour`",
+            ),
+            (
+                GOOD.replace("replica = \"cut\"", "replica = \"r9\""),
+                26,
+                "unknown replica \"r9\"",
+            ),
+            (
+                GOOD.replace("clause = \"DEM-2\"", "clause = \"DEM-9\""),
+                29,
+                "unknown clause ID \"DEM-9\"",
+            ),
+            (
+                GOOD.replace("fault = \"partition\"", "fault = \"nuke\""),
+                14,
+                "unknown fault \"nuke\"",
+            ),
+            (
+                GOOD.replace("heal = \"cut\"", "heal = \"cat\""),
+                22,
+                "heal names no earlier fault",
+            ),
+        ];
+        for (text, line, needle) in cases {
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.line, line, "{e}");
+            assert!(e.message.contains(needle), "{e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("scenarios/x.toml:{line}: ")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_shipped_scenario_validates() {
+        let dir = crate::scenario::run::default_dir();
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") && !path.ends_with("Cargo.toml") {
+                Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 15, "only {n} scenario files in {}", dir.display());
+    }
+
+    #[test]
+    fn new_keys_are_checked() {
+        let hold_alone = GOOD.replace("as = \"cut\"", "as = \"cut\"\nhold = \"2T\"");
+        let e = parse(&hold_alone).unwrap_err();
+        assert!(e.message.contains("`hold` belongs to an `sql` step"), "{e}");
+        let log_any = format!("{GOOD}\n[[expect]]\nclause = \"READY-4\"\nlog = [\"x\"]\n");
+        let e = parse(&log_any).unwrap_err();
+        assert!(e.message.contains("names one replica"), "{e}");
+        let two = GOOD.replace(
+            "within = \"2T\"\nclause",
+            "within = \"2T\"\nreadyz_says = \"x\"\nclause",
+        );
+        let e = parse(&two).unwrap_err();
+        assert!(e.message.contains("exactly one of"), "{e}");
+    }
+}

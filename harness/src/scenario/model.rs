@@ -1,0 +1,276 @@
+//! The typed scenario model: what a scenario file says, as data. [`file`](super::file) reads it
+//! from TOML (and validates it once, with `file:line` errors) and writes it back; the
+//! [runner](super::run) interprets its steps; [`check`](crate::check) decides its
+//! expectations.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::Expectation;
+use crate::fault::Verb;
+use crate::replica::control::{LoopMode, WorkerMode};
+use crate::snapshot::Story;
+pub use crate::span::Span;
+
+/// A validated scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// The scenario's name: its file stem.
+    pub name: String,
+    /// Where it was read from.
+    pub file: PathBuf,
+    /// What the scenario shows, for a person.
+    pub description: String,
+    /// The clause IDs it decides.
+    pub clauses: Vec<String>,
+    /// T for this scenario (default: the run's `--t`).
+    pub t: Option<Span>,
+    /// The cadence of the ticked loops (default: T).
+    pub tick: Option<Span>,
+    /// Whether the continuous invariants (gauge sum, one lock row, gauge = pg_locks,
+    /// leader-only work, overlap) are checked. A scenario that shows a hazard (PgBouncer
+    /// transaction mode) turns them off and expects the violation instead.
+    pub invariants: bool,
+    /// What the snapshot of the normalised timeline keeps.
+    pub story: Story,
+    /// The replicas by name.
+    pub replicas: BTreeMap<String, ReplicaDecl>,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// The expectations.
+    pub expect: Vec<Expectation>,
+}
+
+/// How a replica reaches PostgreSQL (always through its own Toxiproxy proxy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DbPath {
+    /// Straight to the server.
+    #[default]
+    Direct,
+    /// Through PgBouncer in session mode.
+    PgbouncerSession,
+    /// Through PgBouncer in transaction mode.
+    PgbouncerTransaction,
+    /// No DSN at all: no elector, no background loop (LOOP-4).
+    None,
+}
+
+/// One replica of the scenario.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaDecl {
+    /// Its path to the database. Default: direct.
+    #[serde(default, skip_serializing_if = "is_direct")]
+    pub path: DbPath,
+    /// Extra flags for `harness replica`, e.g. `["--pool-max-lifetime-ms", "50"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+fn is_direct(p: &DbPath) -> bool {
+    *p == DbPath::Direct
+}
+
+/// One step of a scenario. Each may carry an `as` name that marks its moment (and its
+/// target) for later steps and expectations.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Waits this long.
+    Sleep {
+        /// How long.
+        span: Span,
+        /// Its `as` name: the moment the sleep ended.
+        name: Option<String>,
+    },
+    /// Waits until a condition holds, judged on samples taken after the step began.
+    WaitFor {
+        /// The condition.
+        until: WaitFor,
+        /// The bound (default: 10T); a wait that times out fails the step.
+        within: Option<Span>,
+        /// Its `as` name: the moment the condition held, and the leader then.
+        name: Option<String>,
+    },
+    /// Applies a fault verb.
+    Fault {
+        /// The verb.
+        verb: Verb,
+        /// Its target ([`Target::Server`] for the server verbs).
+        target: Target,
+        /// The delay of a [`Verb::Latency`] (and only of that).
+        latency: Option<Latency>,
+        /// Its `as` name: the fault, its target and the moment it took effect.
+        name: Option<String>,
+    },
+    /// Lifts the fault of the step named `fault` with the verb's inverse.
+    Heal {
+        /// The `as` name of the fault step.
+        fault: String,
+        /// Its own `as` name: the moment the fault was lifted.
+        name: Option<String>,
+    },
+    /// Sends a control command to a replica.
+    Control {
+        /// The command.
+        command: Control,
+        /// The replica.
+        target: Target,
+        /// Its `as` name: the replica and the moment the command was applied.
+        name: Option<String>,
+    },
+    /// Runs SQL in a transaction on a connection of its own, straight to the server; it must
+    /// complete within T. The transaction stays open for `hold` while the next steps run.
+    Sql {
+        /// The statements.
+        sql: String,
+        /// How long the transaction stays open (default: commit at once).
+        hold: Option<Span>,
+        /// Its `as` name: the moment the statements completed.
+        name: Option<String>,
+    },
+}
+
+/// What a `wait_for` step waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitFor {
+    /// One replica leads by both its gauge and pg_locks.
+    Leader,
+    /// A replica leads that did not hold the lock when the step began.
+    NewLeader,
+    /// No granted lock row.
+    NoLeader,
+    /// Every running replica's `/readyz` answers 200.
+    Ready,
+    /// The same as `ready`.
+    AllReady,
+}
+
+/// Whom a fault or control step acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The replica that leads by pg_locks when the step runs.
+    Leader,
+    /// A replica that does not lead, chosen with the run's seed.
+    Standby,
+    /// The replica of this name.
+    Replica(String),
+    /// The target of the earlier step with this `as` name.
+    Named(String),
+    /// The PostgreSQL server (the server verbs' only target).
+    Server,
+}
+
+/// The delay of a `latency` fault.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Latency {
+    /// Added to every round trip.
+    pub delay: Span,
+    /// ± this much (default: none).
+    pub jitter: Option<Span>,
+}
+
+/// A replica's fault switch (its `POST /control`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// What a loop's next passes do.
+    Loop {
+        /// The loop.
+        name: String,
+        /// Fail, panic, or run normally again.
+        mode: LoopMode,
+    },
+    /// What a supervised worker does next.
+    Worker {
+        /// The worker.
+        name: String,
+        /// Crash, exit, crash on every run, or run normally again.
+        mode: WorkerMode,
+    },
+}
+
+impl Step {
+    /// The step's `as` name.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Step::Sleep { name, .. }
+            | Step::WaitFor { name, .. }
+            | Step::Fault { name, .. }
+            | Step::Heal { name, .. }
+            | Step::Control { name, .. }
+            | Step::Sql { name, .. } => name.as_deref(),
+        }
+    }
+
+    /// Whether the step acts at once (a fault, heal, control or sql step) rather than waiting.
+    pub fn acts(&self) -> bool {
+        !matches!(self, Step::Sleep { .. } | Step::WaitFor { .. })
+    }
+
+    /// The step as the timeline labels it, e.g. `partition leader` or `sleep 3T`.
+    pub fn label(&self) -> String {
+        match self {
+            Step::Sleep { span, .. } => format!("sleep {span}"),
+            Step::WaitFor { until, .. } => format!("wait for {}", word(until)),
+            Step::Fault {
+                verb,
+                target: Target::Server,
+                ..
+            } => verb.to_string(),
+            Step::Fault { verb, target, .. } => format!("{verb} {}", target.word()),
+            Step::Heal { fault, .. } => format!("heal {fault}"),
+            Step::Control {
+                command, target, ..
+            } => format!("control {} {}", target.word(), command.json()),
+            Step::Sql { sql, .. } => {
+                let mut lines = sql.lines().map(str::trim).filter(|l| !l.is_empty());
+                let first = lines.next().unwrap_or_default();
+                let more = if lines.next().is_some() { " …" } else { "" };
+                format!("sql {first}{more}")
+            }
+        }
+    }
+}
+
+impl Target {
+    /// The target as a scenario file writes it.
+    pub fn word(&self) -> &str {
+        match self {
+            Target::Leader => "leader",
+            Target::Standby => "standby",
+            Target::Server => "server",
+            Target::Replica(name) | Target::Named(name) => name,
+        }
+    }
+}
+
+impl Control {
+    /// The command as `POST /control` takes it, keys in name order, e.g.
+    /// `{"loop":"invitations-expire","mode":"fail"}`.
+    pub fn json(&self) -> String {
+        let (key, name, mode) = match self {
+            Control::Loop { name, mode } => ("loop", name, word(mode)),
+            Control::Worker { name, mode } => ("worker", name, word(mode)),
+        };
+        let body: BTreeMap<&str, &str> = [(key, name.as_str()), ("mode", mode.as_str())].into();
+        serde_json::to_string(&body).expect("a map of strings serialises")
+    }
+}
+
+/// A unit variant's serde name, e.g. `all-ready` or `crash_loop`.
+pub fn word(v: &impl Serialize) -> String {
+    Word(v).to_string()
+}
+
+/// Displays a unit variant as its serde name (`fmt::Formatter` is a serde serializer of unit
+/// variants and plain values).
+struct Word<'a, T>(&'a T);
+
+impl<T: Serialize> std::fmt::Display for Word<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.serialize(f)
+    }
+}

@@ -1,0 +1,213 @@
+//! The system a scenario runs on: the topology, the replica processes, the fault injector and
+//! the samplers, all writing to one timeline; started before the first step and stopped after
+//! the last.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::time::Instant;
+
+use super::RunOptions;
+use crate::check::WorkRow;
+use crate::event::WORK_TABLE_DDL;
+use crate::fault::Nemesis;
+use crate::observe::{Samplers, Target};
+use crate::replica::{ReplicaProcess, ReplicaSpec};
+use crate::report::evidence::Evidence;
+use crate::scenario::model::{DbPath, Scenario};
+use crate::timeline::{Entry, Timeline, What};
+use crate::topology::{Observer, ReplicaPath, Topology, TopologyConfig};
+
+/// The running system of one scenario.
+pub(super) struct Stage {
+    pub(super) topology: Topology,
+    pub(super) observer: Arc<Observer>,
+    pub(super) replicas: BTreeMap<String, ReplicaProcess>,
+    pub(super) nemesis: Nemesis,
+    pub(super) samplers: Samplers,
+    pub(super) timeline: Timeline,
+    every: Duration,
+    clock: DbClock,
+}
+
+/// The database's clock against the run's: `leader_work` rows carry the server's time.
+struct DbClock {
+    /// The server's epoch seconds when the run's clock read `offset_ms`.
+    epoch0: f64,
+    offset_ms: f64,
+}
+
+fn path_of(p: DbPath) -> Option<ReplicaPath> {
+    match p {
+        DbPath::Direct => Some(ReplicaPath::Direct),
+        DbPath::PgbouncerSession => Some(ReplicaPath::PgBouncerSession),
+        DbPath::PgbouncerTransaction => Some(ReplicaPath::PgBouncerTransaction),
+        DbPath::None => None,
+    }
+}
+
+/// A free TCP port on loopback for a replica's HTTP server, so it keeps its URL across restarts.
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Stage {
+    /// Starts the topology and every replica of `scenario`, then the samplers.
+    pub(super) async fn start(
+        scenario: &Scenario,
+        opts: &RunOptions,
+        t: Duration,
+        tick: Duration,
+        evidence: &Evidence,
+    ) -> anyhow::Result<Stage> {
+        let paths = scenario.replicas.values().filter_map(|d| path_of(d.path));
+        let config = TopologyConfig::docker()
+            .images(opts.images.clone())
+            .for_paths(paths.collect::<Vec<_>>());
+        let topology = Topology::start(config)
+            .await
+            .context("starting the topology")?;
+        let observer = Arc::new(Observer::new(&topology));
+        observer
+            .query(WORK_TABLE_DDL, &[])
+            .await
+            .context("creating leader_work")?;
+        let (specs, targets) = specs(scenario, &topology, t, tick, evidence).await?;
+        // The run's clock starts as the replicas start; DB times are mapped onto it.
+        let run_start = Instant::now();
+        let clock = DbClock::read(&observer, run_start).await?;
+        let replicas = spawn(&opts.binary, specs).await?;
+        let timeline = Timeline::starting_at(run_start);
+        let every = (t / 10).max(Duration::from_millis(10));
+        let samplers = Samplers::start(&timeline, observer.clone(), targets, every, t / 2);
+        Ok(Stage {
+            nemesis: Nemesis::new(&topology, run_start),
+            topology,
+            observer,
+            replicas,
+            samplers,
+            timeline,
+            every,
+            clock,
+        })
+    }
+
+    /// How often the gauges and pg_locks are sampled.
+    pub(super) fn sample_every(&self) -> Duration {
+        self.every
+    }
+
+    /// Stops sampling, stops the replicas (standbys first, so none takes over from a leader
+    /// that shuts down), puts their events on the timeline, reads `leader_work`, and shuts the
+    /// topology down. Returns the whole timeline and the rows.
+    pub(super) async fn stop(mut self) -> (Vec<Entry>, Vec<WorkRow>) {
+        let leader = self.samplers.latest().lock_holder;
+        self.samplers.stop().await;
+        let mut order: Vec<String> = (self.replicas.keys())
+            .filter(|k| Some(*k) != leader.as_ref())
+            .cloned()
+            .collect();
+        order.extend(leader.filter(|l| self.replicas.contains_key(l)));
+        for name in order {
+            let p = self.replicas.get_mut(&name).expect("known replica");
+            stop_replica(p).await;
+        }
+        for p in self.replicas.values() {
+            for ev in p.history() {
+                let replica = p.name().to_owned();
+                let event = ev.line.event.clone();
+                (self.timeline).record_at(ev.at, What::Replica { replica, event });
+            }
+        }
+        let rows = self.clock.work_rows(&self.observer).await;
+        self.topology.shutdown().await;
+        (self.timeline.entries(), rows)
+    }
+}
+
+/// SIGTERM (after SIGCONT, in case it is frozen), then SIGKILL if it is not gone in 5 s.
+async fn stop_replica(p: &mut ReplicaProcess) {
+    if !p.is_running() {
+        return;
+    }
+    let _ = p.sigcont();
+    let _ = p.sigterm();
+    let exited = p.wait_timeout(Duration::from_secs(5)).await;
+    if exited.ok().flatten().is_none() {
+        let _ = p.sigkill();
+    }
+}
+
+/// Each replica's spec (its proxy made first) and its address for the samplers.
+async fn specs(
+    scenario: &Scenario,
+    topology: &Topology,
+    t: Duration,
+    tick: Duration,
+    evidence: &Evidence,
+) -> anyhow::Result<(Vec<ReplicaSpec>, Vec<Target>)> {
+    let (mut specs, mut targets) = (Vec::new(), Vec::new());
+    for (name, decl) in &scenario.replicas {
+        let port = free_port()?;
+        let mut spec = ReplicaSpec::new(name, t);
+        spec.tick = Some(tick);
+        spec.http = Some(format!("127.0.0.1:{port}"));
+        spec.extra_args = decl.args.clone();
+        spec.stderr_log = Some(evidence.replica_log(name));
+        if let Some(path) = path_of(decl.path) {
+            spec.dsn = Some(topology.add_proxy(name, path).await?.dsn());
+        }
+        targets.push(Target {
+            name: name.clone(),
+            base_url: format!("http://127.0.0.1:{port}"),
+        });
+        specs.push(spec);
+    }
+    Ok((specs, targets))
+}
+
+/// Starts every replica at once.
+async fn spawn(
+    binary: &std::path::Path,
+    specs: Vec<ReplicaSpec>,
+) -> anyhow::Result<BTreeMap<String, ReplicaProcess>> {
+    let spawned =
+        futures::future::join_all(specs.into_iter().map(|s| ReplicaProcess::spawn(binary, s)))
+            .await;
+    let mut replicas = BTreeMap::new();
+    for p in spawned {
+        let p = p.context("starting a replica")?;
+        replicas.insert(p.name().to_owned(), p);
+    }
+    Ok(replicas)
+}
+
+impl DbClock {
+    async fn read(observer: &Observer, run_start: Instant) -> anyhow::Result<DbClock> {
+        let epoch0: f64 = observer
+            .query("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+            .await?[0]
+            .get(0);
+        let offset_ms = Instant::now().duration_since(run_start).as_secs_f64() * 1000.0;
+        Ok(DbClock { epoch0, offset_ms })
+    }
+
+    /// The `leader_work` rows, on the run's clock (none when the table cannot be read).
+    async fn work_rows(&self, observer: &Observer) -> Vec<WorkRow> {
+        let sql = "SELECT loop_name, replica, term, extract(epoch FROM at)::float8 \
+                   FROM leader_work ORDER BY id";
+        let rows = observer.query(sql, &[]).await.unwrap_or_default();
+        rows.iter()
+            .map(|r| WorkRow {
+                loop_name: r.get(0),
+                replica: r.get(1),
+                term: r.get(2),
+                t_ms: (r.get::<_, f64>(3) - self.epoch0) * 1000.0 + self.offset_ms,
+            })
+            .collect()
+    }
+}

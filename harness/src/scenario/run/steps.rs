@@ -1,0 +1,269 @@
+//! The step interpreter: carries a scenario's steps out on its stage, one after another, and
+//! keeps the moments they name (`as`) for later steps and for the checks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use tokio::time::Instant;
+
+use super::stage::Stage;
+use crate::fault::{Delay, FaultRecord, Verb, SERVER};
+use crate::observe::Latest;
+use crate::scenario::model::{Control, Latency, Span, Step, Target, WaitFor};
+use crate::timeline::{Mark, Marks, What};
+
+/// Plays steps on a stage.
+pub(super) struct Player<'s> {
+    stage: &'s mut Stage,
+    t: Duration,
+    rng: fastrand::Rng,
+    marks: Marks,
+    /// The faults named so far: their verb and the replica (or server) they hit.
+    faults: BTreeMap<String, (Verb, String)>,
+}
+
+impl<'s> Player<'s> {
+    /// A player at check interval `t` whose random choices follow `seed`.
+    pub(super) fn new(stage: &'s mut Stage, t: Duration, seed: u64) -> Self {
+        Self {
+            stage,
+            t,
+            rng: fastrand::Rng::with_seed(seed),
+            marks: Marks::new(),
+            faults: BTreeMap::new(),
+        }
+    }
+
+    /// The moments the steps named.
+    pub(super) fn into_marks(self) -> Marks {
+        self.marks
+    }
+
+    /// Plays `steps` in order, each labelled on the timeline as it begins, until one fails;
+    /// returns what failed (nothing when every step was carried out).
+    pub(super) async fn play(&mut self, steps: &[Step]) -> Vec<String> {
+        for (i, step) in steps.iter().enumerate() {
+            let label = step.label();
+            self.stage.timeline.record(What::Step {
+                label: format!("{}: {label}", i + 1),
+                acts: step.acts(),
+            });
+            if let Err(e) = self.step(step).await {
+                return vec![format!("step {} ({label}): {e:#}", i + 1)];
+            }
+        }
+        Vec::new()
+    }
+
+    fn now_ms(&self) -> f64 {
+        let timeline = &self.stage.timeline;
+        timeline.offset(Instant::now()).as_secs_f64() * 1000.0
+    }
+
+    async fn step(&mut self, step: &Step) -> anyhow::Result<()> {
+        let began_ms = self.now_ms();
+        let mark = match step {
+            Step::Sleep { span, .. } => self.sleep(*span).await,
+            Step::WaitFor { until, within, .. } => self.wait_for(*until, *within).await?,
+            Step::Fault {
+                verb,
+                target,
+                latency,
+                name,
+            } => self.fault(*verb, target, *latency, name).await?,
+            Step::Heal { fault, .. } => self.heal(fault, began_ms).await?,
+            Step::Control {
+                command, target, ..
+            } => self.control(command, target, began_ms).await?,
+            Step::Sql { sql, hold, .. } => self.sql(sql, *hold, began_ms).await?,
+        };
+        if let Some(name) = step.name() {
+            self.marks.insert(name.to_owned(), mark);
+        }
+        Ok(())
+    }
+
+    /// A moment with no duration: it took effect as it began.
+    fn instant(&self, target: String) -> Mark {
+        let at_ms = self.now_ms();
+        Mark {
+            target,
+            at_ms,
+            began_ms: at_ms,
+        }
+    }
+
+    /// A named sleep marks the moment it ended: nothing during it counts.
+    async fn sleep(&mut self, span: Span) -> Mark {
+        tokio::time::sleep(span.at(self.t)).await;
+        self.instant(String::new())
+    }
+
+    /// Waits until `until` holds on samples taken after the step began (right after a fault,
+    /// the latest samples still show the state before it). A named wait marks the moment the
+    /// condition held, and the leader then.
+    async fn wait_for(&mut self, until: WaitFor, within: Option<Span>) -> anyhow::Result<Mark> {
+        let limit = within.map_or(10 * self.t, |s| s.at(self.t));
+        let since = Instant::now();
+        let running: Vec<String> = (self.stage.replicas.iter_mut())
+            .filter_map(|(name, p)| p.is_running().then(|| name.clone()))
+            .collect();
+        let samplers = &self.stage.samplers;
+        let before = samplers.latest().lock_holder;
+        let held = samplers
+            .wait_until(limit, |l| {
+                l.fresh_since(since) && holds(until, l, before.as_ref(), &running)
+            })
+            .await;
+        held.ok_or_else(|| anyhow!("not reached within {limit:?}: {:?}", samplers.latest()))?;
+        let leader = samplers.latest().agreed_leader().unwrap_or_default();
+        Ok(self.instant(leader))
+    }
+
+    /// Applies `verb` to its target; the mark is the fault's, from the call to its return.
+    async fn fault(
+        &mut self,
+        verb: Verb,
+        target: &Target,
+        latency: Option<Latency>,
+        name: &Option<String>,
+    ) -> anyhow::Result<Mark> {
+        let target = self.resolve(target)?;
+        let delay = latency.map_or_else(Delay::default, |l| Delay {
+            latency: l.delay.at(self.t),
+            jitter: l.jitter.map_or(Duration::ZERO, |j| j.at(self.t)),
+        });
+        let stage = &mut *self.stage;
+        let r = (stage.nemesis)
+            .apply(verb, &target, delay, &mut stage.replicas)
+            .await?;
+        self.record(&r);
+        if let Some(name) = name {
+            self.faults.insert(name.clone(), (verb, target.clone()));
+        }
+        Ok(Mark {
+            target,
+            at_ms: r.end_ms(),
+            began_ms: r.start_ms(),
+        })
+    }
+
+    /// Lifts the fault named `fault` with its verb's inverse.
+    async fn heal(&mut self, fault: &str, began_ms: f64) -> anyhow::Result<Mark> {
+        let (verb, target) = (self.faults.get(fault).cloned())
+            .ok_or_else(|| anyhow!("no fault named {fault:?} was applied"))?;
+        let stage = &mut *self.stage;
+        let records = (stage.nemesis)
+            .lift(verb, &target, &mut stage.replicas)
+            .await?;
+        records.iter().for_each(|r| self.record(r));
+        let at_ms = records
+            .last()
+            .map_or_else(|| self.now_ms(), FaultRecord::end_ms);
+        Ok(Mark {
+            target,
+            at_ms,
+            began_ms,
+        })
+    }
+
+    async fn control(
+        &mut self,
+        command: &Control,
+        target: &Target,
+        began_ms: f64,
+    ) -> anyhow::Result<Mark> {
+        let target = self.resolve(target)?;
+        let replica =
+            (self.stage.replicas.get(&target)).with_context(|| format!("no replica {target:?}"))?;
+        match command {
+            Control::Loop { name, mode } => replica.set_loop_mode(name, *mode).await,
+            Control::Worker { name, mode } => replica.set_worker_mode(name, *mode).await,
+        }
+        .with_context(|| format!("control {} on {target}", command.json()))?;
+        Ok(Mark {
+            target,
+            at_ms: self.now_ms(),
+            began_ms,
+        })
+    }
+
+    /// Runs `sql` in a transaction that must get through the statements within T; it stays
+    /// open for `hold` while the next steps run (the commit, or the end of the run, which
+    /// closes the connection, ends it).
+    async fn sql(&mut self, sql: &str, hold: Option<Span>, began_ms: f64) -> anyhow::Result<Mark> {
+        let hold = hold.map_or(Duration::ZERO, |h| h.at(self.t));
+        let client = self.stage.nemesis.observer().session().await?;
+        client.batch_execute("BEGIN").await?;
+        tokio::time::timeout(self.t, client.batch_execute(sql))
+            .await
+            .map_err(|_| anyhow!("the statement did not complete within T: it waits on a lock"))?
+            .context("the statement failed")?;
+        let at_ms = self.now_ms();
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            if let Err(e) = client.batch_execute("COMMIT").await {
+                tracing::warn!(error = %e, "sql step: commit failed");
+            }
+        });
+        Ok(Mark {
+            target: SERVER.into(),
+            at_ms,
+            began_ms,
+        })
+    }
+
+    /// Puts a fault record on the timeline, at the moment its call returned.
+    fn record(&self, r: &FaultRecord) {
+        let timeline = &self.stage.timeline;
+        timeline.record_at(
+            timeline.start() + r.end,
+            What::Fault {
+                verb: r.verb,
+                target: r.target.clone(),
+                lifted: r.lifted,
+            },
+        );
+    }
+
+    /// The replica a target names now: the leader by pg_locks, a standby chosen with the seed,
+    /// a replica, or the target of an earlier named step; the server for the server verbs.
+    fn resolve(&mut self, target: &Target) -> anyhow::Result<String> {
+        let latest = self.stage.samplers.latest();
+        let replicas = &self.stage.replicas;
+        match target {
+            Target::Leader => (latest.lock_holder.clone())
+                .filter(|h| replicas.contains_key(h))
+                .ok_or_else(|| {
+                    anyhow!("no replica leads now (pg_locks: {:?})", latest.lock_holder)
+                }),
+            Target::Standby => {
+                let others: Vec<&String> = (replicas.keys())
+                    .filter(|k| Some(*k) != latest.lock_holder.as_ref())
+                    .collect();
+                if others.is_empty() {
+                    bail!("no standby");
+                }
+                Ok(others[self.rng.usize(..others.len())].clone())
+            }
+            Target::Replica(name) => Ok(name.clone()),
+            Target::Named(name) => (self.marks.get(name).map(|m| m.target.clone()))
+                .ok_or_else(|| anyhow!("unknown target {name:?}")),
+            Target::Server => Ok(SERVER.into()),
+        }
+    }
+}
+
+/// Whether `until` holds on the latest samples; `before` led when the wait began, `running`
+/// are the replicas that ran then.
+fn holds(until: WaitFor, l: &Latest, before: Option<&String>, running: &[String]) -> bool {
+    match until {
+        WaitFor::Leader => l.agreed_leader().is_some(),
+        WaitFor::NewLeader => l.agreed_leader().is_some_and(|r| Some(&r) != before),
+        WaitFor::NoLeader => l.lock_rows == 0,
+        WaitFor::Ready | WaitFor::AllReady => running
+            .iter()
+            .all(|r| l.ready.get(r).copied().flatten() == Some(200)),
+    }
+}
