@@ -1,7 +1,9 @@
-//! Tests of the CI scripts, without containers: how `ci/conformance.sh` treats nextest's exit
-//! codes (run in a scratch copy, against stand-in commands).
+//! Tests of the CI scripts and the workflow, without containers: how `ci/conformance.sh` treats
+//! nextest's exit codes (run in a scratch copy, against stand-in commands), and actionlint on
+//! `.github/workflows/*.yml`, the gate that cannot run here.
 
 mod conformance_script;
+mod workflow_lint;
 
 use std::path::{Path, PathBuf};
 
