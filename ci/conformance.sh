@@ -4,11 +4,40 @@
 # under scenarios/, and writes target/conformance/{report.md,report.json,junit.xml} and one
 # evidence folder per scenario (timeline.jsonl, timeline.svg, checks, replica logs).
 #   ci/conformance.sh [harness run flags and scenario names...]   e.g. --t 250ms leader-partition
+# Exits non-zero when a clause or an elector test fails; a build or setup error stops it before
+# the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=ci/env.sh
 source ci/env.sh
+# shellcheck source=ci/prereqs.sh
+source ci/prereqs.sh
+log() { printf '[conformance] %s\n' "$*" >&2; }
+prereqs docker cargo openssl nextest
 bash ci/build-images.sh
 cargo build --quiet --release -p harness
-# A failing elector test shows as a failed clause in the report, so carry on to write it.
-cargo nextest run --profile conformance -p elector --no-fail-fast || true
-exec target/release/harness run --elector-junit target/nextest/conformance/junit.xml "$@"
+
+# The elector's tests. Their JUnit file feeds the report, so an earlier run's file goes first:
+# the report must never read old results. nextest exits 100 when tests failed (its documented
+# TEST_RUN_FAILED); then the report is still written, with those clauses failed. Any other
+# non-zero code (101 build failed, 96 setup error, 92 nextest too old, 4 no tests, 1 other) is
+# not a verdict: stop with it.
+junit=target/nextest/conformance/junit.xml
+rm -f "$junit"
+tests=0
+cargo nextest run --profile conformance -p elector --no-fail-fast || tests=$?
+case $tests in
+  0) ;;
+  100) log "elector tests failed: the report shows their clauses as failed" ;;
+  *) log "error: cargo nextest exited with $tests: a build or setup error, not a test failure; no report"
+     exit "$tests" ;;
+esac
+[ -f "$junit" ] || { log "error: cargo nextest exited with $tests but wrote no $junit; no report"; exit 1; }
+
+report=0
+target/release/harness run --elector-junit "$junit" "$@" || report=$?
+if [ "$report" -ne 0 ]; then exit "$report"; fi
+if [ "$tests" -ne 0 ]; then
+  log "error: the report passed, but elector tests failed (see nextest's output above)"
+  exit 1
+fi
