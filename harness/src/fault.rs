@@ -9,10 +9,10 @@
 //!
 //! | verb | effect | inverse |
 //! |---|---|---|
-//! | [`partition`](Nemesis::partition) | silent black hole both ways (`timeout` 0 on both streams) | [`heal`](Nemesis::heal) (closes the connections) |
+//! | [`partition`](Nemesis::partition) | silent black hole both ways (`timeout` 0 and a held close on both streams) | [`heal`](Nemesis::heal) (closes the connections) |
 //! | [`stall`](Nemesis::stall) | `bandwidth` 0 on both streams | [`heal`](Nemesis::heal) (data flows again) |
 //! | [`latency`](Nemesis::latency) | round trip + d ± jitter | [`clear_latency`](Nemesis::clear_latency) |
-//! | [`reset`](Nemesis::reset) | RST on the next data from the client, every connection | [`heal`](Nemesis::heal) |
+//! | [`reset`](Nemesis::reset) | connections closed, new ones reset (RST), until healed | [`heal`](Nemesis::heal) |
 //! | [`disable`](Nemesis::disable) | proxy closed: connections closed, new ones refused | [`enable`](Nemesis::enable) |
 //! | [`kill_backend_of`](Nemesis::kill_backend_of) | `pg_terminate_backend` of a replica's lock session | none |
 //! | [`restart_server`](Nemesis::restart_server) | PostgreSQL stopped and started | none |
@@ -226,11 +226,20 @@ fn process<'p>(
         .ok_or_else(|| anyhow!("no replica process named {name:?}"))
 }
 
+/// A partition's toxics, on each stream: drop every byte (`timeout` 0), and hold every close for
+/// a day behind it (`slow_close`), so neither side learns of a close until the heal. Upstream
+/// Toxiproxy's `timeout` lets a close through (since 2.1.4); the `slow_close` behind it keeps the
+/// partition silent there too, so the upstream image gives the same results.
+const PARTITION: [Toxic; 2] = [
+    Toxic::Timeout { timeout: 0 },
+    Toxic::SlowClose { delay: 86_400_000 },
+];
+
 /// The verbs a [`heal`](Nemesis::heal) lifts, with their toxics.
-const HEALED: [(Verb, Toxic); 3] = [
-    (Verb::Partition, Toxic::Timeout { timeout: 0 }),
-    (Verb::Stall, Toxic::Bandwidth { rate: 0 }),
-    (Verb::Reset, Toxic::ResetPeer { timeout: 0 }),
+const HEALED: [(Verb, &[Toxic]); 3] = [
+    (Verb::Partition, &PARTITION),
+    (Verb::Stall, &[Toxic::Bandwidth { rate: 0 }]),
+    (Verb::Reset, &[Toxic::ResetPeer { timeout: 0 }]),
 ];
 
 /// The fault injector of one run.
@@ -378,9 +387,10 @@ impl Nemesis {
         Ok(())
     }
 
-    /// Cuts `replica` off silently: a `timeout` toxic with timeout 0 on both streams drops all
-    /// data both ways and closes nothing, so PostgreSQL keeps the session (only
-    /// `idle_session_timeout` ends it) and the replica's queries get no answer.
+    /// Cuts `replica` off silently: on both streams a `timeout` toxic with timeout 0 drops all
+    /// data and a `slow_close` behind it holds every close, so PostgreSQL keeps the session (only
+    /// `idle_session_timeout` ends it), the replica's queries get no answer, and a close by either
+    /// side reaches nobody, with the bundled server and with upstream Toxiproxy alike.
     ///
     /// Inverse: [`heal`](Nemesis::heal), which closes the replica's connections through the
     /// proxy (removing a `timeout` toxic closes the connection).
@@ -390,7 +400,9 @@ impl Nemesis {
     pub async fn partition(&self, replica: &str) -> anyhow::Result<FaultRecord> {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
-        self.add_both(&proxy, Toxic::Timeout { timeout: 0 }).await?;
+        for toxic in PARTITION {
+            self.add_both(&proxy, toxic).await?;
+        }
         self.mark(replica, Verb::Partition, true);
         Ok(self.record(
             Verb::Partition,
@@ -423,8 +435,8 @@ impl Nemesis {
     }
 
     /// Resets `replica`'s connections: a `reset_peer` toxic on the client-to-server stream
-    /// answers the next data of every connection (existing and new) with an RST. It stays until
-    /// healed, so the replica cannot connect meanwhile.
+    /// closes every existing connection at its next data and resets (RST) every new one, as
+    /// upstream Toxiproxy does. It stays until healed, so the replica cannot connect meanwhile.
     ///
     /// Inverse: [`heal`](Nemesis::heal).
     ///
@@ -460,7 +472,8 @@ impl Nemesis {
         let tp = self.topology.toxiproxy();
         let names: Vec<String> = HEALED
             .iter()
-            .flat_map(|(_, toxic)| Stream::BOTH.map(|s| toxic.name_on(s)))
+            .flat_map(|(_, toxics)| toxics.iter())
+            .flat_map(|toxic| Stream::BOTH.map(|s| toxic.name_on(s)))
             .collect();
         futures::future::try_join_all(names.iter().map(|n| tp.remove_toxic(&proxy, n))).await?;
         let lifted: Vec<Verb> = {

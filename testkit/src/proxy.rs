@@ -71,12 +71,16 @@ impl Proxy {
             .unwrap_or_else(|e| panic!("removing toxic {name}: {e}"));
     }
 
-    /// A server that stops answering: every byte either way is dropped (a `timeout` toxic with
-    /// timeout 0 on both streams), and the connections stay open.
+    /// A server that stops answering, as behind a network partition: every byte either way is
+    /// dropped (a `timeout` toxic with timeout 0) and every close is held (a `slow_close` of a
+    /// day behind it), on both streams, so neither side learns anything. The same toxics give
+    /// the same partition on upstream Toxiproxy, whose `timeout` lets a close through.
     pub async fn stall(&self) {
         for stream in ["upstream", "downstream"] {
-            let name = format!("stall_{stream}");
-            self.add_toxic(&name, "timeout", stream, json!({"timeout": 0}))
+            let (drop, hold) = (format!("stall_{stream}"), format!("hold_{stream}"));
+            self.add_toxic(&drop, "timeout", stream, json!({"timeout": 0}))
+                .await;
+            self.add_toxic(&hold, "slow_close", stream, json!({"delay": 86_400_000}))
                 .await;
         }
     }

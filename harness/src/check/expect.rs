@@ -259,8 +259,13 @@ fn event(expect: &Expect, facts: &Facts) -> Check {
     };
     let message = match delay {
         Some(d) => format!(
-            "{awaited} {d:.0} ms ({}) after{label_after}; bound {}{}",
+            "{awaited} {d:.0} ms ({}){}; bound {}{}",
             in_t(d, b.t),
+            if label_after.is_empty() {
+                " after the start"
+            } else {
+                label_after.as_str()
+            },
             within.map_or("none".into(), |w| w.to_string()),
             not_before.map_or(String::new(), |w| format!(", not before {w}"))
         ),

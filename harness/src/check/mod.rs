@@ -355,6 +355,9 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
 pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
     let mut gauges: Option<BTreeMap<String, Option<i64>>> = None;
     let mut lock_holder: Option<Option<String>> = None;
+    let mut lock_at = 0.0f64;
+    // A pg_locks sample older than this (the server was down or unreachable) tells nothing.
+    let stale_ms = (2 * b.sample + b.slack).as_secs_f64() * 1000.0;
     let mut since: Option<f64> = None;
     let (mut longest, mut compared, mut undecided) = (0.0f64, 0usize, 0usize);
     for e in entries {
@@ -362,19 +365,25 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
             What::Gauges { values } => gauges = Some(values.clone()),
             What::Locks { rows } => {
                 lock_holder = Some(rows.iter().find(|r| r.1).map(|r| r.2.clone()));
+                lock_at = e.t_ms;
             }
             _ => continue,
         }
         let (Some(values), Some(l)) = (&gauges, &lock_holder) else {
             continue;
         };
-        // A holder whose gauge cannot be read (frozen, killed, partitioned from the harness)
-        // neither agrees nor disagrees: the sample decides nothing.
-        if let Some(holder) = l {
-            if values.get(holder).is_some_and(Option::is_none) {
-                undecided += 1;
-                continue;
+        // A holder whose gauge cannot be read (frozen, killed, partitioned from the harness),
+        // or a pg_locks that could not be read lately, neither agrees nor disagrees: the sample
+        // decides nothing, and a disagreement seen before it ends at the last decided sample.
+        let unreadable = l
+            .as_ref()
+            .is_some_and(|holder| values.get(holder).is_some_and(Option::is_none));
+        if unreadable || e.t_ms - lock_at > stale_ms {
+            undecided += 1;
+            if let Some(s) = since.take() {
+                longest = longest.max(lock_at - s);
             }
+            continue;
         }
         let g: BTreeSet<&String> = values
             .iter()
@@ -405,8 +414,8 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
         &["ISL-1"],
         verdict,
         format!(
-            "{compared} comparisons ({undecided} samples undecided: the holder's gauge was \
-             unreadable), longest disagreement {}",
+            "{compared} comparisons ({undecided} samples undecided: the holder's gauge or \
+             pg_locks was unreadable), longest disagreement {}",
             in_t(longest, b.t)
         ),
     )
@@ -731,16 +740,38 @@ pub(crate) mod tests {
         ];
         let c = gauge_matches_locks(&tl, &bounds());
         assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
-        let tl = vec![
-            frozen(0.0, 1),
-            locks(1.0, None),
-            frozen(900.0, 1),
-            locks(901.0, None),
-        ];
+        let tl: Vec<Entry> = (0..=45)
+            .flat_map(|k| {
+                let t = f64::from(k) * 20.0;
+                [frozen(t, 1), locks(t + 1.0, None)]
+            })
+            .collect();
         assert_eq!(
             gauge_matches_locks(&tl, &bounds()).verdict,
             Verdict::Invalid
         );
+        // The server restarts: pg_locks cannot be read for a second while the old holder's
+        // gauge went to 0. The stale sample decides nothing; fresh samples still do.
+        let restart = vec![
+            gauges(0.0, &[("a", 1)]),
+            locks(1.0, Some("a")),
+            gauges(20.0, &[("a", 0)]),
+            gauges(500.0, &[("a", 0)]),
+            gauges(1000.0, &[("a", 0)]),
+            locks(1001.0, None),
+        ];
+        let c = gauge_matches_locks(&restart, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        let fresh = vec![
+            gauges(0.0, &[("a", 0)]),
+            locks(1.0, Some("a")),
+            locks(300.0, Some("a")),
+            gauges(301.0, &[("a", 0)]),
+            locks(600.0, Some("a")),
+            locks(1000.0, Some("a")),
+        ];
+        let c = gauge_matches_locks(&fresh, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 
     #[test]

@@ -156,20 +156,43 @@ fn end_event(ended: &EndedTerm) -> ReplicaEvent {
     }
 }
 
-/// Streams the elector's leadership watch as events until the elector goes away.
-pub(crate) fn stream_leadership(emitter: Emitter, mut changes: watch::Receiver<Leadership>) {
-    tokio::spawn(async move {
-        let mut seen = SeenLeadership::default();
-        loop {
-            let events = seen.advance(&changes.borrow_and_update());
-            for event in events {
-                emitter.emit(event);
+/// The leadership watch turned into events: a task streams each change as it comes, and
+/// [`LeadershipStream::flush`] reports what the task has not yet seen (at shutdown, before the
+/// process exits, so the last transition is never lost).
+#[derive(Clone)]
+pub(crate) struct LeadershipStream {
+    emitter: Emitter,
+    changes: watch::Receiver<Leadership>,
+    seen: Arc<std::sync::Mutex<SeenLeadership>>,
+}
+
+impl LeadershipStream {
+    /// Starts streaming `changes`.
+    pub(crate) fn start(emitter: Emitter, changes: watch::Receiver<Leadership>) -> Self {
+        let stream = Self {
+            emitter,
+            changes,
+            seen: Arc::default(),
+        };
+        let mut task = stream.clone();
+        tokio::spawn(async move {
+            loop {
+                task.flush();
+                if task.changes.changed().await.is_err() {
+                    return;
+                }
             }
-            if changes.changed().await.is_err() {
-                return;
-            }
+        });
+        stream
+    }
+
+    /// Emits the events between what was reported and the latest state.
+    pub(crate) fn flush(&mut self) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        for event in seen.advance(&self.changes.borrow_and_update()) {
+            self.emitter.emit(event);
         }
-    });
+    }
 }
 
 /// The worker events between two snapshots of the statuses: a restart (the count grew, or the

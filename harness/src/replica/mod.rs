@@ -158,6 +158,11 @@ impl ReplicaArgs {
 /// [`BOOT_CONNECT_TIMEOUT`]); the caller prints the error on one line and exits non-zero.
 /// A database that goes away later is not an error: the elector logs and retries.
 pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
+    // RUN-7: the elector's hook keeps a panic's stack unresolved for the ERROR line, written
+    // after the unwind. The default hook would resolve and print a backtrace first when
+    // RUST_BACKTRACE is set, delaying the unwind (and the abandonment) by a symbol load: print
+    // the panic on its own lines instead, whatever the environment says.
+    std::panic::set_hook(Box::new(|info| eprintln!("{info}")));
     let emitter = events::Emitter::new(&args.name);
     events::init_tracing();
 
@@ -193,6 +198,7 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
     let readiness = elector::readiness::Readiness::new();
 
     let mut elector_handle = None;
+    let mut leadership = None;
     let mut boot = None;
     if let Some(database) = &database {
         let mut config = Config::new(database.pool.clone())
@@ -212,7 +218,10 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
             tick,
         );
         boot = Some(loops::wire(&ctx, &mut supervisor, &readiness));
-        events::stream_leadership(emitter.clone(), elector.subscribe());
+        leadership = Some(events::LeadershipStream::start(
+            emitter.clone(),
+            elector.subscribe(),
+        ));
         elector_handle = Some(elector);
     }
     readiness.add(supervisor.probe());
@@ -232,6 +241,13 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
         control: control.clone(),
     };
     let server = tokio::spawn(http::serve(listener, app, shutdown.clone()));
+    let ending = Ending {
+        emitter: emitter.clone(),
+        shutdown: shutdown.clone(),
+        server,
+        statuses,
+        leadership,
+    };
     tracing::info!(http = %addr, elector = database.is_some(), "replica started");
     emitter.emit(ReplicaEvent::Started {
         pid: std::process::id(),
@@ -245,8 +261,8 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
     if let Some(boot) = boot {
         tokio::select! {
             () = boot.run() => {}
-            _ = sigterm.recv() => return finish(&emitter, shutdown, None, server, &statuses).await,
-            _ = sigint.recv() => return finish(&emitter, shutdown, None, server, &statuses).await,
+            _ = sigterm.recv() => return ending.finish(None).await,
+            _ = sigint.recv() => return ending.finish(None).await,
         }
     }
     let workers = tokio::spawn(supervisor.run(shutdown.clone()));
@@ -257,31 +273,55 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
         _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
         _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
     }
-    finish(&emitter, shutdown, Some(workers), server, &statuses).await
+    ending.finish(Some(workers)).await
 }
 
-/// The graceful end (RUN-6): `shutdown` first, then the token (the elector unlocks), then the
-/// workers are awaited within [`SHUTDOWN_GRACE`] and each one's `stopped` is reported.
-async fn finish(
-    emitter: &events::Emitter,
+/// What the graceful end needs.
+struct Ending {
+    emitter: events::Emitter,
     shutdown: CancellationToken,
-    workers: Option<tokio::task::JoinHandle<()>>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
-    statuses: &elector::supervisor::WorkerStatuses,
-) -> anyhow::Result<ExitCode> {
-    emitter.emit(ReplicaEvent::Shutdown);
-    shutdown.cancel();
-    // Workers that never started (a shutdown during the boot passes) report nothing.
-    if let Some(workers) = workers {
-        if tokio::time::timeout(SHUTDOWN_GRACE, workers).await.is_err() {
-            tracing::warn!(
-                grace = ?SHUTDOWN_GRACE,
-                "workers did not end within the shutdown grace; exiting anyway"
-            );
+    statuses: elector::supervisor::WorkerStatuses,
+    leadership: Option<events::LeadershipStream>,
+}
+
+impl Ending {
+    /// The graceful end (RUN-6): `shutdown` first, then the token (the elector unlocks), then
+    /// the workers are awaited within [`SHUTDOWN_GRACE`], the last leadership transition (the
+    /// release) is reported, and each worker's `stopped`.
+    async fn finish(
+        mut self,
+        workers: Option<tokio::task::JoinHandle<()>>,
+    ) -> anyhow::Result<ExitCode> {
+        self.emitter.emit(ReplicaEvent::Shutdown);
+        self.shutdown.cancel();
+        // Workers that never started (a shutdown during the boot passes) report nothing.
+        if let Some(workers) = workers {
+            if tokio::time::timeout(SHUTDOWN_GRACE, workers).await.is_err() {
+                tracing::warn!(
+                    grace = ?SHUTDOWN_GRACE,
+                    "workers did not end within the shutdown grace; exiting anyway"
+                );
+            }
+            if let Some(leadership) = &mut self.leadership {
+                leadership.flush();
+            }
+            self.report_stopped();
         }
-        for status in statuses.snapshot() {
+        if tokio::time::timeout(Duration::from_secs(1), self.server)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the HTTP server did not stop within 1 s");
+        }
+        tracing::info!("replica stopped");
+        Ok(ExitCode::SUCCESS)
+    }
+
+    fn report_stopped(&self) {
+        for status in self.statuses.snapshot() {
             if status.state == WorkerState::Stopped {
-                emitter.emit(ReplicaEvent::Worker {
+                self.emitter.emit(ReplicaEvent::Worker {
                     worker: status.name,
                     state: "stopped".to_owned(),
                     exit: status.last_exit,
@@ -289,14 +329,6 @@ async fn finish(
             }
         }
     }
-    if tokio::time::timeout(Duration::from_secs(1), server)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the HTTP server did not stop within 1 s");
-    }
-    tracing::info!("replica stopped");
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
