@@ -84,7 +84,8 @@ pub struct Target {
 
 /// The spec's query plus the holders' application names, on the observer connection.
 pub async fn lock_rows(observer: &Observer) -> anyhow::Result<Vec<(i32, bool, String)>> {
-    let rows = observer.query(elector::sql::LEADER_QUERY, &[]).await?;
+    // The spec's text, not the elector's constant: a typo in the crate must not pass.
+    let rows = observer.query(testkit::SPEC_LEADER_QUERY, &[]).await?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         let (pid, granted): (i32, bool) = (row.get(0), row.get(1));
@@ -279,9 +280,27 @@ async fn combine_gauges(
     }
 }
 
-/// Runs the spec's leader-finding query every `every`.
+/// The granted rows of `held` that are not granted in `rows` any more.
+fn left(held: &[(i32, String)], rows: &[(i32, bool, String)]) -> Vec<(i32, String)> {
+    held.iter()
+        .filter(|(pid, _)| !rows.iter().any(|r| r.1 && r.0 == *pid))
+        .cloned()
+        .collect()
+}
+
+/// Whether backend `pid` is in pg_stat_activity.
+async fn backend_exists(observer: &Observer, pid: i32) -> anyhow::Result<bool> {
+    let rows = observer
+        .query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", &[&pid])
+        .await?;
+    Ok(!rows.is_empty())
+}
+
+/// Runs the spec's leader-finding query every `every`; when a granted row goes, records whether
+/// its backend still exists.
 async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
     let mut tick = sampling_interval(every);
+    let mut held: Vec<(i32, String)> = Vec::new();
     while !sink.token.is_cancelled() {
         tokio::select! { () = sink.token.cancelled() => break, _ = tick.tick() => {} }
         // While the server restarts the query fails: no sample, not a false "no leader".
@@ -290,6 +309,19 @@ async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
             r = lock_rows(&observer) => r,
         };
         let Ok(rows) = sampled else { continue };
+        for (pid, replica) in left(&held, &rows) {
+            let backend_alive = backend_exists(&observer, pid).await.unwrap_or(false);
+            sink.timeline.record(What::LockLeft {
+                replica,
+                pid,
+                backend_alive,
+            });
+        }
+        held = rows
+            .iter()
+            .filter(|r| r.1)
+            .map(|r| (r.0, r.2.clone()))
+            .collect();
         let granted: Vec<&(i32, bool, String)> = rows.iter().filter(|r| r.1).collect();
         let holder = granted.first().map(|r| r.2.clone());
         let n = granted.len();

@@ -52,6 +52,17 @@ pub enum What {
         /// `(pid, granted, application_name)` per row.
         rows: Vec<(i32, bool, String)>,
     },
+    /// A backend's granted lock row left pg_locks, and whether that backend still existed then:
+    /// alive means an unlock (RUN-6); gone means its session ended (a close, a kill, the
+    /// server's idle_session_timeout, a restart).
+    LockLeft {
+        /// The replica whose session held it (its `application_name`).
+        replica: String,
+        /// The backend.
+        pid: i32,
+        /// Whether the backend was still in pg_stat_activity when the row was seen gone.
+        backend_alive: bool,
+    },
     /// One sample of every replica's `/readyz` status (`None`: unreachable).
     Readiness {
         /// Replica → HTTP status.

@@ -40,11 +40,18 @@ pub enum Awaited {
     Event(EventKind),
     /// pg_locks shows no granted row of the `after` step's target any more.
     LockReleased,
+    /// The `after` step's target's lock row left pg_locks while its backend still existed: an
+    /// unlock, not a close (RUN-6).
+    Unlocked,
 }
 
 impl Awaited {
-    /// The scenario files' name of the observation that is not a replica's event.
+    /// The scenario files' name of the pg_locks observation that the lock was released.
     pub const LOCK_RELEASED: &'static str = "lock_released";
+    /// The scenario files' name of the pg_locks observation that the lock was unlocked.
+    pub const UNLOCKED: &'static str = "unlocked";
+    /// The observations that are not a replica's event.
+    pub const SERVER_SIDE: [Awaited; 2] = [Awaited::LockReleased, Awaited::Unlocked];
 }
 
 impl fmt::Display for Awaited {
@@ -52,6 +59,7 @@ impl fmt::Display for Awaited {
         match self {
             Awaited::Event(kind) => kind.fmt(f),
             Awaited::LockReleased => f.write_str(Self::LOCK_RELEASED),
+            Awaited::Unlocked => f.write_str(Self::UNLOCKED),
         }
     }
 }
@@ -285,6 +293,14 @@ fn observed(e: &Entry, awaited: Awaited, who: &Who, from: &Origin, marks: &Marks
             let target = from.mark.map(|m| &m.target);
             !rows.iter().any(|r| r.1 && Some(&r.2) == target)
         }
+        (
+            Awaited::Unlocked,
+            What::LockLeft {
+                replica,
+                backend_alive,
+                ..
+            },
+        ) => *backend_alive && from.mark.is_some_and(|m| &m.target == replica),
         (Awaited::Event(kind), What::Replica { replica, event }) => {
             event.kind() == kind && from.matches(who, marks, replica)
         }

@@ -260,7 +260,8 @@ impl Gen {
     }
 
     fn expect(&mut self) -> Expect {
-        let events: Vec<Awaited> = std::iter::once(Awaited::LockReleased)
+        let events: Vec<Awaited> = Awaited::SERVER_SIDE
+            .into_iter()
             .chain(all::<EventKind>().into_iter().map(Awaited::Event))
             .collect();
         match self.rng.usize(0..7) {

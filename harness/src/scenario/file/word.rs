@@ -46,12 +46,13 @@ impl Vocabulary for WaitFor {
 
 impl Vocabulary for Awaited {
     fn read(w: &str) -> Result<Self, String> {
-        if w == Awaited::LOCK_RELEASED {
-            return Ok(Awaited::LockReleased);
+        if let Some(observed) = Awaited::SERVER_SIDE.iter().find(|a| a.to_string() == w) {
+            return Ok(*observed);
         }
         parse(w).map(Awaited::Event).map_err(|_| {
-            let events =
-                std::iter::once(Awaited::LOCK_RELEASED).chain(words::<EventKind>().iter().copied());
+            let events = [Awaited::LOCK_RELEASED, Awaited::UNLOCKED]
+                .into_iter()
+                .chain(words::<EventKind>().iter().copied());
             unknown("event", w, events.collect::<Vec<_>>().join(", "))
         })
     }
@@ -158,8 +159,12 @@ mod tests {
             "{e}"
         );
         let e = Awaited::read("nope").unwrap_err();
-        assert!(e.contains("expected one of lock_released, started"), "{e}");
+        assert!(
+            e.contains("expected one of lock_released, unlocked, started"),
+            "{e}"
+        );
         assert_eq!(Awaited::read("lock_released"), Ok(Awaited::LockReleased));
+        assert_eq!(Awaited::read("unlocked"), Ok(Awaited::Unlocked));
         assert_eq!(Verb::read("kill-backend"), Ok(Verb::KillBackend));
     }
 }
