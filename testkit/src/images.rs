@@ -108,30 +108,38 @@ pub enum Source {
 
 impl Service {
     /// The image named in the environment, if any.
-    pub fn named(&self) -> Option<ImageRef> {
+    pub fn named(&self) -> Option<String> {
         std::env::var(self.env)
             .ok()
             .filter(|v| !v.trim().is_empty())
-            .map(|v| ImageRef::parse(&v))
     }
 
-    /// The image to run: named, else local when Docker has it, else upstream; prints the choice.
-    pub async fn resolve(&self) -> ImageRef {
-        let (image, source) = match self.named() {
-            Some(image) => (image, Source::Named),
-            None if local_image_exists(self.local).await => {
-                (ImageRef::parse(self.local), Source::Local)
-            }
+    /// The image to run: `named` (a flag's value, or the environment's), else the local build
+    /// when Docker has it, else upstream. Says which on stderr, once per choice.
+    pub fn choose(&self, named: Option<&str>) -> ImageRef {
+        let (image, source) = match named.filter(|n| !n.trim().is_empty()) {
+            Some(name) => (ImageRef::parse(name), Source::Named),
+            None if local_image_exists(self.local) => (ImageRef::parse(self.local), Source::Local),
             None => (ImageRef::parse(self.upstream), Source::Upstream),
         };
-        eprintln!("{}", self.describe(&image, source));
+        let line = self.describe(&image, source);
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if !said.contains(&line) {
+            eprintln!("{line}");
+            said.push(line);
+        }
         image
+    }
+
+    /// [`Service::choose`] with the image the environment names.
+    pub fn resolve(&self) -> ImageRef {
+        self.choose(self.named().as_deref())
     }
 
     /// One line saying which image runs and why.
     pub fn describe(&self, image: &ImageRef, source: Source) -> String {
         let why = match source {
-            Source::Named => format!("named by {}", self.env),
+            Source::Named => format!("named by --{}-image or {}", self.name, self.env),
             Source::Local => format!(
                 "built locally by ci/build-images.sh; {} is not set",
                 self.env
@@ -141,16 +149,22 @@ impl Service {
                 self.env, self.local
             ),
         };
-        format!("[testkit] {} image: {image} ({why})", self.name)
+        format!("[images] {}: {image} ({why})", self.name)
     }
 }
 
-/// Whether the Docker daemon has `image` (false when Docker cannot be asked).
-pub async fn local_image_exists(image: &str) -> bool {
-    match bollard::Docker::connect_with_local_defaults() {
-        Ok(docker) => docker.inspect_image(image).await.is_ok(),
-        Err(_) => false,
-    }
+/// The choices already said.
+static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether the Docker daemon has `image`, asked through the `docker` command (false when it
+/// cannot be asked: then the upstream image is pulled, as before).
+pub fn local_image_exists(image: &str) -> bool {
+    std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", image])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The three images a topology runs.
@@ -174,12 +188,13 @@ impl Images {
         }
     }
 
-    /// Each service's image: named, else local, else upstream (see [`Service::resolve`]).
-    pub async fn resolve() -> Images {
+    /// Each service's image as the environment names it, else local, else upstream (see
+    /// [`Service::choose`]).
+    pub fn from_env() -> Images {
         Images {
-            postgres: POSTGRES.resolve().await,
-            pgbouncer: PGBOUNCER.resolve().await,
-            toxiproxy: TOXIPROXY.resolve().await,
+            postgres: POSTGRES.resolve(),
+            pgbouncer: PGBOUNCER.resolve(),
+            toxiproxy: TOXIPROXY.resolve(),
         }
     }
 }
@@ -213,12 +228,15 @@ mod tests {
         let line = POSTGRES.describe(&local, Source::Local);
         assert_eq!(
             line,
-            "[testkit] postgres image: elector-local/postgres:15 (built locally by \
+            "[images] postgres: elector-local/postgres:15 (built locally by \
              ci/build-images.sh; ELECTOR_POSTGRES_IMAGE is not set)"
         );
         let up = ImageRef::parse(POSTGRES.upstream);
         assert!(POSTGRES
             .describe(&up, Source::Upstream)
             .contains("postgres:15 (upstream; neither ELECTOR_POSTGRES_IMAGE nor the local build"));
+        assert!(POSTGRES
+            .describe(&local, Source::Named)
+            .contains("(named by --postgres-image or ELECTOR_POSTGRES_IMAGE)"));
     }
 }

@@ -59,7 +59,7 @@ impl Pg {
 
     /// Starts a server; panics with a clear message when Docker or the image is missing.
     pub async fn start_with(options: PgOptions) -> Pg {
-        let image = POSTGRES.resolve().await;
+        let image = POSTGRES.resolve();
         let mut request = Postgres::default()
             .with_db_name("plexsphere")
             .with_name(&image.name)
@@ -162,8 +162,12 @@ pub async fn leader_rows(observer: &tokio_postgres::Client) -> Vec<(i32, bool, S
     out
 }
 
-/// Whether backend `pid` is gone from pg_stat_activity within `limit` (polled every 5 ms).
-pub async fn backend_gone(observer: &tokio_postgres::Client, pid: i32, limit: Duration) -> bool {
+/// When backend `pid` left pg_stat_activity (polled every 2 ms), if it did within `limit`.
+pub async fn backend_gone_at(
+    observer: &tokio_postgres::Client,
+    pid: i32,
+    limit: Duration,
+) -> Option<Instant> {
     let start = Instant::now();
     while start.elapsed() <= limit {
         let alive: i64 = observer
@@ -175,11 +179,16 @@ pub async fn backend_gone(observer: &tokio_postgres::Client, pid: i32, limit: Du
             .expect("pg_stat_activity")
             .get(0);
         if alive == 0 {
-            return true;
+            return Some(Instant::now());
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    false
+    None
+}
+
+/// Whether backend `pid` is gone from pg_stat_activity within `limit`.
+pub async fn backend_gone(observer: &tokio_postgres::Client, pid: i32, limit: Duration) -> bool {
+    backend_gone_at(observer, pid, limit).await.is_some()
 }
 
 /// Terminates backend `pid` from the observer connection.

@@ -16,8 +16,7 @@ async fn backend_kill_demotes_at_next_check_and_standby_takes_over() {
     let (logs, _guard) = Logs::capture();
     let (a, ra) = elector_on(&pg.url(), "a", T).await;
     let (b, rb) = elector_on(&pg.url(), "b", T).await;
-    let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (astop, arun) = lead(&a).await;
     let (bstop, brun) = spawn_run(&b);
     let pid = lock_pid(&observer).await;
     let (term, _) = a.term(&astop);
@@ -71,8 +70,7 @@ async fn backend_kill_demotes_at_next_check_and_standby_takes_over() {
     assert!(!a.is_leader());
     assert_eq!(leader_rows(&observer).await[0].2, "b");
     astop.cancel();
-    bstop.cancel();
-    arun.await.unwrap().unwrap();
+    halt(bstop, arun).await;
     brun.await.unwrap().unwrap();
 }
 
@@ -84,8 +82,7 @@ async fn unanswered_check_demotes_within_two_intervals() {
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
-    let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (astop, arun) = lead(&a).await;
     let pid = lock_pid(&observer).await;
     let (term, _) = a.term(&astop);
 
@@ -118,8 +115,7 @@ async fn unanswered_check_demotes_within_two_intervals() {
     // closed socket and the lock goes with it.
     pg.signal_backend(pid, "CONT").await;
     assert!(backend_gone(&observer, pid, Duration::from_secs(2)).await);
-    astop.cancel();
-    arun.await.unwrap().unwrap();
+    halt(astop, arun).await;
 }
 
 /// Runs the DEM-1 order test: a waiter on the term, and the elector's close and WARN lines, in
@@ -130,8 +126,7 @@ async fn demotion_sequence(logs: &Logs) -> (Vec<&'static str>, bool) {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (a, ra) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let (term, _) = a.term(&stop);
     let token = term.token().clone();
@@ -162,8 +157,7 @@ async fn demotion_sequence(logs: &Logs) -> (Vec<&'static str>, bool) {
     wait_for(2 * T, || order.lock().unwrap().len() == 3)
         .await
         .expect("the close and the WARN line");
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
     let seen = order.lock().unwrap().clone();
     (seen, cancelled_at_close.load(Ordering::SeqCst))
 }

@@ -40,15 +40,34 @@ pub fn gauge(registry: &prometheus::Registry) -> Option<i64> {
 }
 
 /// Runs `elector` in a task until the returned token is cancelled.
-pub fn spawn_run(
-    elector: &Elector,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<Result<(), elector::Error>>,
-) {
+pub fn spawn_run(elector: &Elector) -> Running {
     let token = CancellationToken::new();
     let (e, t) = (elector.clone(), token.clone());
     (token, tokio::spawn(async move { e.run(t).await }))
+}
+
+/// A running elector: the token that stops it and its task.
+pub type Running = (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), elector::Error>>,
+);
+
+/// Runs `elector` and waits (at most 10 T) until it leads.
+pub async fn lead(elector: &Elector) -> Running {
+    let running = spawn_run(elector);
+    until_leader(elector, 10 * T).await;
+    running
+}
+
+/// Cancels a running elector's token and waits for its `run` to return `Ok`.
+pub async fn halt(
+    token: CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), elector::Error>>,
+) {
+    token.cancel();
+    run.await
+        .expect("run does not panic")
+        .expect("run returns Ok");
 }
 
 /// Waits until `cond` holds, polling every 5 ms, for at most `limit`; returns the time it took.

@@ -16,8 +16,7 @@ async fn ticks_run_only_on_the_leader() {
     let pg = Pg::start().await;
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (b, _rb) = elector_on(&pg.url(), "b", T).await;
-    let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (astop, arun) = lead(&a).await;
     let (bstop, brun) = spawn_run(&b);
 
     let shutdown = CancellationToken::new();
@@ -71,8 +70,7 @@ async fn ticks_run_only_on_the_leader() {
         .iter()
         .all(|o| *o == TickOutcome::Standby));
     for (stop, run) in [(bstop, brun), (astop, arun)] {
-        stop.cancel();
-        run.await.unwrap().unwrap();
+        halt(stop, run).await;
     }
 }
 
@@ -84,8 +82,7 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
-    let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (astop, arun) = lead(&a).await;
 
     let ticker = LeaderTicker::new("access-session-sweep", T);
     let probe = ticker.probe.clone().expect("a probed loop");
@@ -176,12 +173,10 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
     let (bstop, brun) = spawn_run(&b);
     until_leader(&b, 3 * T).await;
     assert!(!a.is_leader() || a.current_term() == Some(2));
-    astop.cancel();
-    arun.await.unwrap().unwrap();
+    halt(astop, arun).await;
     assert_eq!(step("fail").await, TickOutcome::Standby);
     assert_eq!(probe.check(), Ok(()));
-    bstop.cancel();
-    brun.await.unwrap().unwrap();
+    halt(bstop, brun).await;
 }
 
 /// READY-3: a demoted leader whose last pass failed clears on its first standby tick.
@@ -191,8 +186,7 @@ async fn demoted_leader_probe_clears_on_first_standby_tick() {
     let observer = pg.observer().await;
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (b, _rb) = elector_on(&pg.url(), "b", T).await;
-    let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (astop, arun) = lead(&a).await;
     let (bstop, brun) = spawn_run(&b);
     let ticker = LeaderTicker::new("approvals-expire", T);
     let probe = ticker.probe.clone().unwrap();
@@ -214,8 +208,7 @@ async fn demoted_leader_probe_clears_on_first_standby_tick() {
     assert_eq!(outcome, TickOutcome::Standby);
     assert_eq!(probe.check(), Ok(()), "cleared on the first standby tick");
     for (stop, run) in [(astop, arun), (bstop, brun)] {
-        stop.cancel();
-        run.await.unwrap().unwrap();
+        halt(stop, run).await;
     }
 }
 
@@ -263,6 +256,5 @@ async fn while_leader_restarts_the_loop_each_term() {
             (Some(2), Some(ParentEnded)),
         ]
     );
-    astop.cancel();
-    arun.await.unwrap().unwrap();
+    halt(astop, arun).await;
 }

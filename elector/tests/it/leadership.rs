@@ -28,8 +28,7 @@ async fn the_watch_shows_every_transition_as_a_value() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (holder, _rh) = elector_on(&pg.url(), "holder", T).await;
-    let (hstop, hrun) = spawn_run(&holder);
-    until_leader(&holder, 10 * T).await;
+    let (hstop, hrun) = lead(&holder).await;
 
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let mut rx = a.subscribe();
@@ -41,8 +40,7 @@ async fn the_watch_shows_every_transition_as_a_value() {
     assert_eq!(refused.role, Role::Standby);
 
     let before = SystemTime::now();
-    hstop.cancel();
-    hrun.await.unwrap().unwrap();
+    halt(hstop, hrun).await;
     let leading = until_state(&mut rx, |s| matches!(s.role, Role::Leading(_))).await;
     let Role::Leading(term) = leading.role else {
         unreachable!()
@@ -63,8 +61,7 @@ async fn the_watch_shows_every_transition_as_a_value() {
     assert_eq!(lost.role, Role::Standby);
 
     until_state(&mut rx, |s| matches!(s.role, Role::Leading(_))).await;
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
     let released = rx.borrow().clone();
     assert_eq!(released.role, Role::Standby);
     let ended = released.last_term.expect("the released term");

@@ -16,8 +16,7 @@ async fn leader_holds_the_two_int4_key_and_the_spec_query_finds_it() {
 
     let (elector, registry) = elector_on(&pg.url(), "replica-a", T).await;
     assert_eq!(gauge(&registry), Some(0));
-    let (stop, run) = spawn_run(&elector);
-    until_leader(&elector, 10 * T).await;
+    let (stop, run) = lead(&elector).await;
 
     // LOCK-1: the row's columns.
     let row = observer
@@ -46,8 +45,7 @@ async fn leader_holds_the_two_int4_key_and_the_spec_query_finds_it() {
     assert!(std::thread::spawn(move || e.is_leader()).join().unwrap());
     assert_eq!(gauge(&registry), Some(1));
 
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
     assert!(!elector.is_leader());
     assert_eq!(gauge(&registry), Some(0));
     assert!(
@@ -61,8 +59,7 @@ async fn leader_holds_the_two_int4_key_and_the_spec_query_finds_it() {
 async fn bigint_transaction_lock_does_not_collide() {
     let pg = Pg::start().await;
     let (elector, _registry) = elector_on(&pg.url(), "replica-a", T).await;
-    let (stop, run) = spawn_run(&elector);
-    until_leader(&elector, 10 * T).await;
+    let (stop, run) = lead(&elector).await;
     let (term, leading) = elector.term(&stop);
     assert!(leading);
 
@@ -101,6 +98,5 @@ async fn bigint_transaction_lock_does_not_collide() {
     assert!(!term.is_cancelled());
     tx.commit().await.unwrap();
 
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }

@@ -62,12 +62,10 @@ async fn two_electors_on_one_registry_share_the_series() {
     assert_eq!(families.len(), 1);
     assert_eq!(families[0].get_metric().len(), 1, "one series");
 
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     assert_eq!(gauge(&registry), Some(1));
     assert!(!b.is_leader());
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
     assert_eq!(gauge(&registry), Some(0));
 }
 
@@ -86,11 +84,9 @@ async fn a_second_elector_keeps_the_gauge_of_a_leading_one() {
         .expect("an elector")
     };
     let a = make("a");
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     assert_eq!(gauge(&registry), Some(1));
     let _b = make("b");
     assert_eq!(gauge(&registry), Some(1), "the leader's series stays 1");
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }

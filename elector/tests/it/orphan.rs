@@ -14,8 +14,7 @@ async fn idle_session_timeout_is_set_at_grant() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let pid = lock_pid(&observer).await;
     let query: String = observer
         .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
@@ -25,8 +24,7 @@ async fn idle_session_timeout_is_set_at_grant() {
     let expected = (T * IDLE_SESSION_INTERVALS).as_millis();
     assert_eq!(IDLE_SESSION_INTERVALS, 4);
     assert_eq!(query, format!("SET idle_session_timeout = {expected}"));
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }
 
 /// ORPH-2 (in one process): a leader that stops talking without closing its socket loses the
@@ -72,8 +70,7 @@ async fn silent_leader_loses_the_lock_after_four_intervals() {
     assert!(at.elapsed() <= T + SLACK);
     drop(frozen_run);
     assert!(!a.is_leader(), "dropping the run future ends the term");
-    bstop.cancel();
-    brun.await.unwrap().unwrap();
+    halt(bstop, brun).await;
 }
 
 /// ORPH-3: a live leader never comes near the timeout: it keeps one term for 20 T (5 times the
@@ -83,16 +80,14 @@ async fn live_leader_keeps_the_lock() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let (term, _) = a.term(&stop);
     let pid = lock_pid(&observer).await;
     tokio::time::sleep(20 * T).await;
     assert!(!term.is_cancelled());
     assert_eq!(lock_pid(&observer).await, pid);
     assert_eq!(a.current_term(), Some(1));
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }
 
 /// ORPH-1 (review: the term began before the bound was set): no term is live before the lock
@@ -105,8 +100,7 @@ async fn no_term_is_live_before_the_orphan_bound_is_set() {
     let proxy = Proxy::start(pg.port).await;
     let (a, _r) = elector_on(&pg.url_via(proxy.port), "a", T).await;
     proxy.latency("upstream", (T / 2).as_millis() as u64).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let pid = lock_pid(&observer).await;
     let query: String = observer
         .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
@@ -117,6 +111,5 @@ async fn no_term_is_live_before_the_orphan_bound_is_set() {
         query.starts_with("SET idle_session_timeout"),
         "the term is live while the server's last statement is {query:?}"
     );
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }

@@ -12,16 +12,14 @@ use crate::fixture::*;
 async fn checks_at_start_then_every_interval() {
     let pg = Pg::start().await;
     let (leader, _r1) = elector_on(&pg.url(), "leader", T).await;
-    let (lstop, lrun) = spawn_run(&leader);
-    until_leader(&leader, 10 * T).await;
+    let (lstop, lrun) = lead(&leader).await;
 
     let (logs, _guard) = Logs::capture();
     let (standby, _r2) = elector_on(&pg.url(), "standby", T).await;
     let started = Instant::now();
     let (sstop, srun) = spawn_run(&standby);
     tokio::time::sleep(5 * T + T / 2).await;
-    sstop.cancel();
-    srun.await.unwrap().unwrap();
+    halt(sstop, srun).await;
 
     let checks: Vec<Duration> = logs
         .matching("background leader lock held elsewhere")
@@ -36,8 +34,7 @@ async fn checks_at_start_then_every_interval() {
             "check {k} at {at:?}, due at {due:?} (+{SLACK:?})"
         );
     }
-    lstop.cancel();
-    lrun.await.unwrap().unwrap();
+    halt(lstop, lrun).await;
 }
 
 /// RUN-2: 200 refused checks open and close no backend: the same pooled backend answers all.
@@ -52,8 +49,7 @@ async fn refused_checks_reuse_the_pooled_connection() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (leader, _r1) = elector_on(&pg.url(), "leader", T).await;
-    let (lstop, lrun) = spawn_run(&leader);
-    until_leader(&leader, 10 * T).await;
+    let (lstop, lrun) = lead(&leader).await;
 
     let backends = || async {
         let rows = observer
@@ -87,8 +83,7 @@ async fn refused_checks_reuse_the_pooled_connection() {
         .expect("200 refused checks");
     let (after, sessions_after) = backends().await;
     let failures = failed() - failed_before;
-    sstop.cancel();
-    srun.await.unwrap().unwrap();
+    halt(sstop, srun).await;
 
     assert_eq!(before.len(), 1, "one pooled backend: {before:?}");
     let opened = usize::try_from(sessions_after - sessions_before).unwrap();
@@ -105,8 +100,7 @@ async fn refused_checks_reuse_the_pooled_connection() {
         assert_eq!(before, after, "the same backend answered every check");
     }
     assert!(!standby.is_leader());
-    lstop.cancel();
-    lrun.await.unwrap().unwrap();
+    halt(lstop, lrun).await;
 }
 
 /// RUN-4, CFG-3: a failed acquire logs the spec's WARN line, stays standby, retries every T,
@@ -132,8 +126,7 @@ async fn failed_acquire_warns_and_retries() {
     assert_eq!(warns.len(), 4, "a WARN at 0, T, 2T, 3T: {warns:?}");
     assert!(warns.iter().all(|e| e.level == tracing::Level::WARN));
     assert!(!elector.is_leader());
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }
 
 /// RUN-6: on cancellation, unlock (after the token fired), close, end the term, return Ok; a
@@ -145,8 +138,7 @@ async fn graceful_shutdown_hands_over_within_one_interval() {
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (b, _rb) = elector_on(&pg.url(), "b", T).await;
-    let (astop, arun) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (astop, arun) = lead(&a).await;
     let (bstop, brun) = spawn_run(&b);
     tokio::time::sleep(T / 2).await;
     let lock_pid = leader_rows(&observer).await[0].0;
@@ -174,8 +166,7 @@ async fn graceful_shutdown_hands_over_within_one_interval() {
         backend_gone(&observer, lock_pid, Duration::from_secs(1)).await,
         "the lock connection is closed"
     );
-    bstop.cancel();
-    brun.await.unwrap().unwrap();
+    halt(bstop, brun).await;
 }
 
 /// RUN-7: a panic that unwinds run ends the term with LeadershipLost, closes the connection
@@ -186,8 +177,7 @@ async fn panic_in_run_abandons_the_lock() {
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
     let (a, registry) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let (term, _) = a.term(&stop);
     logs.panic_on("background leader check passed");
 
@@ -217,10 +207,8 @@ async fn panic_in_run_abandons_the_lock() {
         .expect("the server releases the lock");
 
     // RUN-8: run may be called again after a panic.
-    let (stop2, run2) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
-    stop2.cancel();
-    run2.await.unwrap().unwrap();
+    let (stop2, run2) = lead(&a).await;
+    halt(stop2, run2).await;
 }
 
 /// RUN-8: a second concurrent run is refused at once; a later one works.
@@ -228,8 +216,7 @@ async fn panic_in_run_abandons_the_lock() {
 async fn concurrent_run_is_refused_and_rerun_works() {
     let pg = Pg::start().await;
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let second = tokio::time::timeout(T, a.run(stop.child_token()))
         .await
         .expect("refused at once");
@@ -238,14 +225,11 @@ async fn concurrent_run_is_refused_and_rerun_works() {
         a.is_leader(),
         "the refused call does not disturb the running one"
     );
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     assert_eq!(a.current_term(), Some(2));
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }
 
 /// RUN-3, RUN-8 (review: a lock stranded on a pooled connection): a `run` future dropped at
@@ -292,15 +276,13 @@ async fn dropped_checks_never_strand_the_lock_on_a_pooled_session() {
     let (b, _rb) = elector_on(&pg.url(), "b", T).await;
     let (bstop, brun) = spawn_run(&b);
     until_leader(&b, SLACK).await;
-    bstop.cancel();
-    brun.await.unwrap().unwrap();
+    halt(bstop, brun).await;
     // The dropped elector's pool holds no lock either: it leads again at its first check.
     let (astop, arun) = spawn_run(&a);
     until_leader(&a, SLACK).await;
     let began = a.current_term().unwrap_or_default() - 1;
     eprintln!("{began} of the 300 drops came after a term began");
-    astop.cancel();
-    arun.await.unwrap().unwrap();
+    halt(astop, arun).await;
 }
 
 /// How the server misbehaves under a standby's check.
@@ -359,8 +341,7 @@ async fn leader_shutdown_against_a_stalled_server_times_the_unlock_out() {
     let proxy = Proxy::start(pg.port).await;
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = elector_on(&pg.url_via(proxy.port), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     proxy.stall().await;
     let cancelled = Instant::now();
     stop.cancel();
@@ -389,8 +370,7 @@ async fn refused_unlock_is_not_reported_as_released() {
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     // Right after a check, so the next one is a whole T away.
     let checks = logs.matching("background leader check passed").len();
     wait_for(2 * T, || {
@@ -401,8 +381,7 @@ async fn refused_unlock_is_not_reported_as_released() {
     let pid = lock_pid(&observer).await;
     terminate(&observer, pid).await;
     assert!(backend_gone(&observer, pid, T / 2).await);
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
     assert!(logs.matching("background leader lock released").is_empty());
     let refused = logs.matching("background leader unlock refused");
     assert_eq!(refused.len(), 1, "{:#?}", logs.events());
@@ -418,8 +397,7 @@ async fn graceful_shutdown_unlocks_before_it_closes() {
     let observer = pg.observer().await;
     let proxy = Proxy::start(pg.port).await;
     let (a, _ra) = elector_on(&pg.url_via(proxy.port), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let pid = lock_pid(&observer).await;
     proxy
         .latency("downstream", (T / 4).as_millis() as u64)

@@ -26,8 +26,7 @@ async fn pool_lifetime_and_health_checks_never_close_the_lock_session() {
         }
     });
     let a = Elector::new(Config::new(pool.clone()).check_interval(T)).unwrap();
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let (term, _) = a.term(&stop);
     let pid = lock_pid(&observer).await;
 
@@ -48,6 +47,5 @@ async fn pool_lifetime_and_health_checks_never_close_the_lock_session() {
         "the lock connection is not counted by the pool: {status:?}"
     );
     retire.abort();
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }

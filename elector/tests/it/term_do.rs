@@ -13,8 +13,7 @@ use crate::fixture::*;
 async fn standby_term_is_cancelled_and_do_skips() {
     let pg = Pg::start().await;
     let (leader, _r1) = elector_on(&pg.url(), "leader", T).await;
-    let (lstop, lrun) = spawn_run(&leader);
-    until_leader(&leader, 10 * T).await;
+    let (lstop, lrun) = lead(&leader).await;
     let (standby, _r2) = elector_on(&pg.url(), "standby", T).await;
     let (sstop, srun) = spawn_run(&standby);
     tokio::time::sleep(T / 2).await;
@@ -37,8 +36,7 @@ async fn standby_term_is_cancelled_and_do_skips() {
     assert!(!called.load(Ordering::SeqCst));
     assert_eq!(done.into_result(), Ok(false));
     for (stop, run) in [(sstop, srun), (lstop, lrun)] {
-        stop.cancel();
-        run.await.unwrap().unwrap();
+        halt(stop, run).await;
     }
 }
 
@@ -47,8 +45,7 @@ async fn standby_term_is_cancelled_and_do_skips() {
 async fn leader_term_lives_until_parent_ends_and_do_returns_fn_result() {
     let pg = Pg::start().await;
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
 
     let parent = CancellationToken::new();
     let (term, leading) = a.term(&parent);
@@ -72,8 +69,7 @@ async fn leader_term_lives_until_parent_ends_and_do_returns_fn_result() {
     assert_eq!(err, Done::Ran(Err("pass failed".to_owned())));
     assert_eq!(err.into_result(), Err("pass failed".to_owned()));
 
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }
 
 /// DO-3, TERM-1: leadership lost while fn runs cancels fn's term (cause LeadershipLost); Do
@@ -84,8 +80,7 @@ async fn leadership_lost_while_fn_runs() {
     let observer = pg.observer().await;
     let (logs, _guard) = Logs::capture();
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let pid = lock_pid(&observer).await;
 
     let live = CancellationToken::new();
@@ -106,8 +101,7 @@ async fn leadership_lost_while_fn_runs() {
     assert_eq!(info.len(), 1);
     assert_eq!(info[0].level, tracing::Level::INFO);
     assert!(!live.is_cancelled());
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
 }
 
 /// TERM-1 (review: a later loss replaced the first cause): the first cause wins, as with Go's
@@ -117,8 +111,7 @@ async fn the_first_cause_of_a_term_wins() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
-    let (stop, run) = spawn_run(&a);
-    until_leader(&a, 10 * T).await;
+    let (stop, run) = lead(&a).await;
     let parent = CancellationToken::new();
     let (first_parent, leading) = a.term(&parent);
     assert!(leading);
@@ -136,8 +129,7 @@ async fn the_first_cause_of_a_term_wins() {
         Some(TermCause::ParentEnded),
         "the parent ended first"
     );
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    halt(stop, run).await;
     assert_eq!(
         first_loss.cause(),
         Some(TermCause::LeadershipLost),

@@ -3,6 +3,7 @@
 //! `.github/workflows/*.yml`, the gate that cannot run here.
 
 mod conformance_script;
+mod dependencies;
 mod workflow_lint;
 
 use std::path::{Path, PathBuf};

@@ -46,30 +46,6 @@ fn lock_backend(r: &harness::replica::ReplicaProcess) -> i32 {
         .expect("an acquired event")
 }
 
-/// When the backend `pid` left pg_stat_activity (polled every 2 ms), within `within`.
-async fn backend_gone(
-    observer: &tokio_postgres::Client,
-    pid: i32,
-    within: Duration,
-) -> Option<tokio::time::Instant> {
-    let deadline = tokio::time::Instant::now() + within;
-    while tokio::time::Instant::now() < deadline {
-        let n: i64 = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .await
-            .expect("pg_stat_activity")
-            .get(0);
-        if n == 0 {
-            return Some(tokio::time::Instant::now());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    None
-}
-
 /// Failover after SIGKILL: the leader's socket closes, the server ends its session and drops
 /// the lock, and a standby's next check takes it: a standby emits `acquired` within T (+ SLACK)
 /// of the lock session's end. The time from the kill to that end (the kernel closing the
@@ -106,7 +82,7 @@ async fn sigkill_of_the_leader_hands_over_within_t() {
         let killed_at = tokio::time::Instant::now();
         replicas[leader].sigkill().expect("kill");
         // The socket closes with the process; the server ends the session and drops the lock.
-        let released = backend_gone(&observer, lock_pid, 3 * T)
+        let released = testkit::pg::backend_gone_at(&observer, lock_pid, 3 * T)
             .await
             .expect("the lock session ends with the socket, before the orphan bound of 4·T");
         releases.push(released - killed_at);

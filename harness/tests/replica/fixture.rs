@@ -5,10 +5,8 @@ use std::time::Duration;
 
 use harness::event::ReplicaEvent;
 use harness::replica::{ReplicaProcess, ReplicaSpec};
-use testcontainers::{runners::AsyncRunner, ContainerAsync, ImageExt};
-use testcontainers_modules::postgres::Postgres;
+use testkit::pg::PgOptions;
 use tokio::time::Instant;
-use tokio_postgres::NoTls;
 
 /// The check interval the tests run at.
 pub const T: Duration = Duration::from_millis(200);
@@ -37,62 +35,32 @@ pub fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_harness"))
 }
 
-/// A PostgreSQL server in a container of its own; removed on drop.
-pub struct Pg {
-    _container: ContainerAsync<Postgres>,
-    pub port: u16,
-}
+/// The testkit's PostgreSQL, trusting every client: a debug build spends ~120 ms of CPU on each
+/// SCRAM handshake, which a small T cannot afford (the replica opens its pool at boot, but the
+/// lock session and a restarted replica still connect while others run).
+pub struct Pg(testkit::Pg);
 
 impl Pg {
     /// Starts the server; panics with a clear message when Docker or the image is missing.
     pub async fn start() -> Pg {
-        // `ELECTOR_POSTGRES_IMAGE`, default the upstream `postgres:15`, as the harness reads it.
-        let harness::topology::images::ImageRef { name, tag } =
-            harness::topology::Images::from_env().postgres;
         let started = Instant::now();
-        let container = Postgres::default()
-            .with_db_name("plexsphere")
-            .with_name(&name)
-            .with_tag(&tag)
-            .with_label("org.elector.test", "harness-replica")
-            // No SCRAM: a debug build spends ~120 ms of CPU on each handshake, which a small T
-            // cannot afford (the replica opens its pool at boot, but the lock session and a
-            // restarted replica still connect while others run).
-            .with_env_var("POSTGRES_HOST_AUTH_METHOD", "trust")
-            .start()
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "could not start PostgreSQL from {name}:{tag} ({e}). Is Docker running? \
-                     Without a registry, build the local image with ci/build-images.sh and set \
-                     ELECTOR_POSTGRES_IMAGE=elector-local/postgres:15."
-                )
-            });
-        let port = container
-            .get_host_port_ipv4(5432)
-            .await
-            .expect("mapped port");
-        eprintln!("postgres {name}:{tag} up in {:?}", started.elapsed());
-        Pg {
-            _container: container,
-            port,
-        }
+        let pg = testkit::Pg::start_with(PgOptions {
+            trust: true,
+            label: "harness-replica",
+            ..PgOptions::default()
+        })
+        .await;
+        eprintln!("postgres up in {:?}", started.elapsed());
+        Pg(pg)
     }
 
     pub fn url(&self) -> String {
-        format!(
-            "postgres://postgres:postgres@127.0.0.1:{}/plexsphere",
-            self.port
-        )
+        self.0.url()
     }
 
     /// A direct observer connection.
     pub async fn observer(&self) -> tokio_postgres::Client {
-        let (client, conn) = tokio_postgres::connect(&self.url(), NoTls)
-            .await
-            .expect("observer connects");
-        tokio::spawn(conn);
-        client
+        self.0.observer().await
     }
 
     /// A replica spec at T on this server.
@@ -180,22 +148,9 @@ pub async fn work_by_replica(observer: &tokio_postgres::Client) -> Vec<(String, 
 
 /// The replica (application_name) whose backend holds the lock, by the spec's query.
 pub async fn lock_holder(observer: &tokio_postgres::Client) -> Vec<String> {
-    let rows = observer
-        .query(elector::sql::LEADER_QUERY, &[])
+    testkit::leader_rows(observer)
         .await
-        .expect("leader query");
-    let mut out = Vec::new();
-    for row in rows {
-        let pid: i32 = row.get(0);
-        let app: Option<String> = observer
-            .query_opt(
-                "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .await
-            .expect("pg_stat_activity")
-            .map(|r| r.get(0));
-        out.push(app.unwrap_or_default());
-    }
-    out
+        .into_iter()
+        .map(|(_, _, app)| app)
+        .collect()
 }
