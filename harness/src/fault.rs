@@ -615,12 +615,12 @@ impl Nemesis {
     }
 
     /// The backend pid of the session holding the leader lock: the spec's leader-finding query
-    /// (`elector::sql::LEADER_QUERY`), verbatim, on the observer; `None` when no granted row.
+    /// (`testkit::SPEC_LEADER_QUERY`, the reference page's text), verbatim, on the observer; `None` when no granted row.
     ///
     /// # Errors
     /// The query failed.
     pub async fn leader_backend_pid(&self) -> anyhow::Result<Option<i32>> {
-        let rows = self.observer.query(elector::sql::LEADER_QUERY, &[]).await?;
+        let rows = self.observer.query(testkit::SPEC_LEADER_QUERY, &[]).await?;
         let granted: Vec<i32> = rows
             .iter()
             .filter(|r| r.get::<_, bool>(1))

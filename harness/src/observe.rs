@@ -114,7 +114,7 @@ async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
         .await
         .ok()?;
     text.lines()
-        .find(|l| l.starts_with(elector::GAUGE_NAME))
+        .find(|l| l.starts_with(testkit::spec::GAUGE))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse::<f64>().ok())
         .map(|v| v as i64)

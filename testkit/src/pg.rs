@@ -10,16 +10,7 @@ use tokio::time::Instant;
 use tokio_postgres::NoTls;
 
 use crate::images::{BUILD_HINT, POSTGRES};
-
-/// The spec's leader-finding query, copied from the reference page's text (never from the
-/// elector's own constant, so a typo in the crate cannot pass its own test).
-pub const SPEC_LEADER_QUERY: &str = "SELECT pid, granted
-FROM pg_locks
-WHERE locktype = 'advisory'
-  AND classid = 1886156915
-  AND objid = 1
-  AND objsubid = 2
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database());";
+use crate::spec::LEADER_QUERY;
 
 /// How the server is started.
 #[derive(Clone, Debug)]
@@ -143,7 +134,7 @@ pub fn pool_for(url: &str, app: &str, max_size: usize, recycling: RecyclingMetho
 /// `(pid, granted, application_name)` per row.
 pub async fn leader_rows(observer: &tokio_postgres::Client) -> Vec<(i32, bool, String)> {
     let rows = observer
-        .query(SPEC_LEADER_QUERY, &[])
+        .query(LEADER_QUERY, &[])
         .await
         .expect("the leader query");
     let mut out = Vec::new();

@@ -16,7 +16,7 @@ pub const T: Duration = Duration::from_millis(200);
 pub const SLACK: Duration = Duration::from_millis(50);
 
 /// The spec's gauge name, from the reference page's text (not the crate's constant).
-pub const SPEC_GAUGE: &str = "plexsphere_background_leader";
+pub const SPEC_GAUGE: &str = testkit::spec::GAUGE;
 
 /// An elector for `app` at interval `t` on `url`, on a registry of its own. Its pool is warm
 /// (one idle connection), so the first check does not wait for a handshake.

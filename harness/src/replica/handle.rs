@@ -502,7 +502,7 @@ impl ReplicaProcess {
     pub async fn try_metrics_gauge(&self) -> anyhow::Result<Option<i64>> {
         Ok(parse_gauge(
             &self.metrics_text().await?,
-            elector::GAUGE_NAME,
+            testkit::spec::GAUGE,
         ))
     }
 

@@ -54,7 +54,7 @@ async fn session_mode_refuses_the_second_client_transaction_mode_grants_both() {
     );
     let observer = topology.observer().await.expect("observer");
     let rows = observer
-        .query(elector::sql::LEADER_QUERY, &[])
+        .query(testkit::SPEC_LEADER_QUERY, &[])
         .await
         .expect("leader query");
     eprintln!(
