@@ -314,6 +314,7 @@ mod tests {
             verdict,
             figures: [("demoted after".to_owned(), "1.04T".to_owned())].into(),
             message: "m".into(),
+            measures: Vec::new(),
         }
     }
 
