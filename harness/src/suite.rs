@@ -443,11 +443,11 @@ fn decided_by(names: &str) -> String {
 fn print_summary(report: &Report) {
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
-    table.set_header(vec!["clause", "verdict", "decided by", "figures"]);
+    table.set_header(vec!["clause", "verdict", "decided by", "deciding figure"]);
     for c in &report.clauses {
-        let mut figures = c.figures.join("; ");
-        if figures.len() > 70 {
-            figures.truncate(67);
+        let mut figures: String = (c.deciding.as_ref()).map_or(String::new(), |d| d.text.clone());
+        if figures.chars().count() > 70 {
+            figures = figures.chars().take(67).collect();
             figures.push_str("...");
         }
         table.add_row(vec![
