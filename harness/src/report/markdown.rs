@@ -9,6 +9,10 @@ impl Report {
     pub fn markdown(&self) -> String {
         let mut md = String::from("# Conformance report: background leader\n\n");
         md.push_str(&format!("{}\n\n", self.headline()));
+        md.push_str(
+            "The timelines, with each checked bound drawn as a window, are in \
+             [report.html](report.html).\n\n",
+        );
         md.push_str(&self.failing_md());
         md.push_str(&self.not_run_md());
         md.push_str(&self.clause_table_md());

@@ -1,12 +1,13 @@
 //! The conformance report: every clause ID with its verdict, the scenario or test that decided
-//! it and its deciding figure against its bound, as `report.md`, `report.json` and
-//! `junit.xml`, plus one evidence folder per scenario run ([`evidence`]) with its SVG timeline
-//! ([`svg`]).
+//! it and its deciding figure against its bound, as `report.md` ([`markdown`]), `report.json`,
+//! `junit.xml` and a self-contained `report.html` ([`html`]), plus one evidence folder per
+//! scenario run ([`evidence`]) with its SVG timeline ([`svg`]).
 //!
-//! The report only reads what the checks produced: their verdicts and their typed
-//! [`Measure`]s.
+//! The report only reads what the checks produced: their verdicts, their typed
+//! [`Measure`]s, and the timeline pictures in the evidence folders.
 
 pub mod evidence;
+pub mod html;
 mod markdown;
 pub mod svg;
 
@@ -222,12 +223,14 @@ impl Report {
         report.to_string().unwrap_or_default()
     }
 
-    /// Writes `report.md`, `report.json` and `junit.xml` into `dir`.
+    /// Writes `report.md`, `report.json`, `junit.xml` and `report.html` into `dir`; the HTML
+    /// inlines each run's `timeline.svg` from its evidence folder under `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("report.md"), self.markdown())?;
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
-        std::fs::write(dir.join("junit.xml"), self.junit())
+        std::fs::write(dir.join("junit.xml"), self.junit())?;
+        std::fs::write(dir.join("report.html"), html::page(self, dir))
     }
 }
 
