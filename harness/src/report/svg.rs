@@ -9,7 +9,7 @@ use svg::node::element::{Line, Polygon, Polyline, Rectangle, Text, Title};
 use svg::{Document, Node as _};
 
 use super::evidence::Record;
-use crate::check::{leadership_spans, Measure, Verdict, Window};
+use crate::check::{leadership_spans, Measure, Verdict, Window, Worse};
 use crate::event::ReplicaEvent;
 use crate::timeline::{fault_spans, Entry, What};
 
@@ -243,10 +243,13 @@ impl Canvas<'_> {
             .add(Title::new(tip));
         self.add(glyph);
         if labelled {
-            let label = text(x + 5.0, y + 9.0, kind.name())
-                .set("font-size", 9)
-                .set("fill", color);
-            self.add(label);
+            // Near the right edge the name goes to the mark's left.
+            let label = if x > LEFT + WIDTH - LABEL_GAP {
+                text(x - 6.0, y + 9.0, kind.name()).set("text-anchor", "end")
+            } else {
+                text(x + 5.0, y + 9.0, kind.name())
+            };
+            self.add(label.set("font-size", 9).set("fill", color));
         }
     }
 
@@ -308,8 +311,10 @@ impl Canvas<'_> {
     }
 
     /// Each bound a check placed on the timeline: a window from the moment it is measured from
-    /// to the bound's edge, green when it held, red and dashed when broken, with a tick where
-    /// the measured event landed and the figure beside it.
+    /// to the bound's edge, outlined green when it held, red and dashed when broken, with a
+    /// tick where the measured event landed and the figure beside it. An upper bound's window
+    /// (`≤`: the event must land inside) is filled in the outline's colour, a lower bound's
+    /// (`≥`: it must land after) in grey.
     fn bounds(&mut self, windows: &[(Verdict, &Measure, Window)]) {
         if !windows.is_empty() {
             self.add(text(10.0, self.bounds_y + 12.0, "checked bounds"));
@@ -333,7 +338,14 @@ impl Canvas<'_> {
             .set("y", y + 2.0)
             .set("width", (x1 - x0).max(1.0))
             .set("height", BOUND_ROW - 4.0)
-            .set("fill", color)
+            .set(
+                "fill",
+                if m.worse == Worse::Below {
+                    "#888"
+                } else {
+                    color
+                },
+            )
             .set("fill-opacity", if held { 0.15 } else { 0.3 })
             .set("stroke", color)
             .set("class", class)
