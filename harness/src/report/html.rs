@@ -129,7 +129,8 @@ fn header(r: &Report) -> String {
     )
 }
 
-/// The failing clauses, each with its deciding figure and run; nothing when none fails.
+/// The failing clauses, each with its deciding figure and run (nothing when none fails), and
+/// the clauses nothing decided.
 fn failing(r: &Report) -> String {
     let rows: Vec<String> = (r.clauses.iter())
         .filter(|c| c.verdict == ClauseVerdict::Fail)
@@ -140,11 +141,19 @@ fn failing(r: &Report) -> String {
             format!("<li><b>{}</b>: {}</li>", esc(&c.id), esc(&figure))
         })
         .collect();
+    let not_run = ClauseRow::ids(&r.clauses, ClauseVerdict::NotRun);
+    let not_run = match not_run.is_empty() {
+        true => String::new(),
+        false => format!(
+            "<p class=\"muted\">Not run (no scenario or test decides them): {}.</p>\n",
+            esc(&not_run.join(", "))
+        ),
+    };
     if rows.is_empty() {
-        return String::new();
+        return not_run;
     }
     format!(
-        "<h2>Failing clauses</h2>\n<ul>\n{}\n</ul>\n",
+        "<h2>Failing clauses</h2>\n<ul>\n{}\n</ul>\n{not_run}",
         rows.join("\n")
     )
 }
@@ -178,10 +187,7 @@ fn clause_row(c: &ClauseRow, text: &str) -> String {
         .and_then(|d| d.measure.as_ref())
         .map_or(String::new(), meter);
     let by = d.map_or("—".into(), |d| {
-        let others = (c.scenario.iter())
-            .flat_map(|all| all.split(", "))
-            .filter(|n| *n != d.scenario)
-            .count();
+        let others = c.other_deciders();
         let more = if others > 0 {
             format!(" <span class=\"muted\">+{others} more</span>")
         } else {

@@ -55,10 +55,7 @@ impl Report {
     }
 
     fn not_run_md(&self) -> String {
-        let ids: Vec<&str> = (self.clauses.iter())
-            .filter(|c| c.verdict == ClauseVerdict::NotRun)
-            .map(|c| c.id.as_str())
-            .collect();
+        let ids = ClauseRow::ids(&self.clauses, ClauseVerdict::NotRun);
         if ids.is_empty() {
             return String::new();
         }
@@ -104,11 +101,10 @@ fn deciding_md(c: &ClauseRow) -> String {
 
 /// The scenario of the deciding figure, and how many others decided the clause too.
 fn decided_by(c: &ClauseRow) -> String {
-    let (Some(d), Some(all)) = (&c.deciding, &c.scenario) else {
+    let Some(d) = &c.deciding else {
         return "—".into();
     };
-    let others = all.split(", ").filter(|n| *n != d.scenario).count();
-    match others {
+    match c.other_deciders() {
         0 => d.scenario.clone(),
         n => format!("{} +{n} more", d.scenario),
     }

@@ -63,6 +63,25 @@ pub struct ClauseRow {
     pub deciding: Option<Deciding>,
 }
 
+impl ClauseRow {
+    /// How many scenarios or tests decided the clause besides the deciding figure's.
+    pub fn other_deciders(&self) -> usize {
+        let deciding = self.deciding.as_ref().map(|d| d.scenario.as_str());
+        (self.scenario.iter())
+            .flat_map(|all| all.split(", "))
+            .filter(|n| Some(*n) != deciding)
+            .count()
+    }
+
+    /// The IDs of the clauses with this verdict, in the spec's order.
+    pub fn ids(rows: &[ClauseRow], verdict: ClauseVerdict) -> Vec<&str> {
+        (rows.iter())
+            .filter(|c| c.verdict == verdict)
+            .map(|c| c.id.as_str())
+            .collect()
+    }
+}
+
 /// A clause's deciding figure: the failing check's, else the figure closest to (or furthest
 /// past) its bound, with where it was measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
