@@ -361,13 +361,23 @@ impl Canvas<'_> {
         }
         let verdict = if held { "held" } else { "BROKEN" };
         let label = format!("{m}: {verdict}");
-        let right = x1.max(at.unwrap_or(x1)) + 5.0;
-        let caption = if right < LEFT + WIDTH - 260.0 {
-            text(right, y + 13.0, &label)
-        } else {
-            text(x0.min(at.unwrap_or(x0)) - 5.0, y + 13.0, &label).set("text-anchor", "end")
-        };
+        let (left, right) = (x0.min(at.unwrap_or(x0)), x1.max(at.unwrap_or(x1)));
+        let caption = caption_at(left, right, y + 13.0, &label);
         self.add(caption.set("font-size", 10).set("fill", color));
+    }
+}
+
+/// A window's caption: after its right end if it fits in the picture, else before its left
+/// end, else inside the window from its left end.
+fn caption_at(left: f64, right: f64, y: f64, label: &str) -> Text {
+    // About 5.6 px a character at 10 px sans-serif.
+    let width = label.chars().count() as f64 * 5.6;
+    if right + 5.0 + width <= LEFT + WIDTH + 15.0 {
+        text(right + 5.0, y, label)
+    } else if left - 5.0 - width >= 5.0 {
+        text(left - 5.0, y, label).set("text-anchor", "end")
+    } else {
+        text(left + 4.0, y, label)
     }
 }
 
