@@ -1,5 +1,5 @@
 //! The conformance report: every clause ID with its verdict, the scenario or test that decided
-//! it and its deciding figure against its bound, as `report.md` ([`markdown`]), `report.json`,
+//! it and its deciding figure against its bound, as `report.md` (`markdown`), `report.json`,
 //! `junit.xml` and a self-contained `report.html` ([`html`]), plus one evidence folder per
 //! scenario run ([`evidence`]) with its SVG timeline ([`svg`]).
 //!
