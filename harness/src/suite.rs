@@ -10,7 +10,7 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use tokio::time::Instant;
 
-use crate::check::{Check, Verdict};
+use crate::check::{Check, Measure, Verdict};
 use crate::report::{ClauseVerdict, Report, Source};
 use crate::scenario::run::{self, RunOptions};
 use crate::scenario::Scenario;
@@ -142,6 +142,7 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
             } else {
                 "passed".into()
             },
+            measures: Vec::new(),
         });
     }
     Ok(Source {
@@ -307,6 +308,7 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
                 verdict: Verdict::Invalid,
                 figures: Default::default(),
                 message: format!("{e:#}"),
+                measures: Vec::new(),
             }],
             evidence: Some(opts.evidence_dir(&s.name)),
         },
@@ -351,6 +353,7 @@ pub fn merge_repeats(mut runs: Vec<Source>) -> Source {
             } else {
                 check.message = format!("held in all {n} runs; first: {}", check.message);
             }
+            check.measures = worst_measures(&all);
             check.figures = check
                 .figures
                 .keys()
@@ -366,6 +369,26 @@ pub fn merge_repeats(mut runs: Vec<Source>) -> Source {
         })
         .collect();
     merged
+}
+
+/// Each figure held to a bound, at its worst over the runs (closest to or furthest past its
+/// bound), with the run that measured it.
+fn worst_measures(all: &[(usize, &Check)]) -> Vec<Measure> {
+    let mut worst: Vec<Measure> = Vec::new();
+    for (i, c) in all {
+        for m in &c.measures {
+            let m = Measure {
+                run: Some(i + 1),
+                ..m.clone()
+            };
+            match (worst.iter_mut()).find(|w| w.what == m.what && w.worse == m.worse) {
+                Some(w) if m.margin() < w.margin() => *w = m,
+                Some(_) => {}
+                None => worst.push(m),
+            }
+        }
+    }
+    worst
 }
 
 /// `median 1.04T, max 1.10T (of 5)` for figures that are numbers (with or without a `T`
@@ -420,11 +443,11 @@ fn decided_by(names: &str) -> String {
 fn print_summary(report: &Report) {
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
-    table.set_header(vec!["clause", "verdict", "decided by", "figures"]);
+    table.set_header(vec!["clause", "verdict", "decided by", "deciding figure"]);
     for c in &report.clauses {
-        let mut figures = c.figures.join("; ");
-        if figures.len() > 70 {
-            figures.truncate(67);
+        let mut figures: String = (c.deciding.as_ref()).map_or(String::new(), |d| d.text.clone());
+        if figures.chars().count() > 70 {
+            figures = figures.chars().take(67).collect();
             figures.push_str("...");
         }
         table.add_row(vec![
@@ -444,6 +467,7 @@ fn print_summary(report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::Unit;
 
     #[test]
     fn elector_tests_name_their_clauses() {
@@ -473,6 +497,7 @@ mod tests {
                 verdict,
                 figures: [("demoted after".to_owned(), figure.to_owned())].into(),
                 message: "ok".into(),
+                measures: Vec::new(),
             }],
             evidence: None,
         }
@@ -500,5 +525,19 @@ mod tests {
             "median 2.50, max 10 (of 4)"
         );
         assert_eq!(summarise(&["a", "b"]), "a / b");
+    }
+
+    #[test]
+    fn repeats_keep_each_bounded_figure_at_its_worst_with_its_run() {
+        let with = |v: f64| {
+            let mut s = source(&format!("{v}T"), Verdict::Valid);
+            let m = Measure::at_most("demoted after cut".into(), Some(v), 2.0, Unit::T);
+            s.checks[0].measures.push(m);
+            s
+        };
+        let merged = merge_repeats(vec![with(1.2), with(1.9), with(0.8)]);
+        let m = &merged.checks[0].measures;
+        assert_eq!(m.len(), 1);
+        assert_eq!((m[0].value, m[0].run), (Some(1.9), Some(2)));
     }
 }

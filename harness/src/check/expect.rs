@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use super::{in_t, Bounds, Check, Verdict, WorkRow};
+use super::{in_t, t_of, Bounds, Check, Measure, Unit, Verdict, Window, WorkRow};
 use crate::event::EventKind;
 use crate::span::Span;
 use crate::timeline::{Entry, Mark, Marks, What};
@@ -216,6 +216,7 @@ fn check(name: String, verdict: Verdict, message: String) -> Check {
         verdict,
         figures: BTreeMap::new(),
         message,
+        measures: Vec::new(),
     }
 }
 
@@ -283,7 +284,54 @@ fn event(expect: &Expect, facts: &Facts) -> Check {
     if let Some(d) = delay {
         c.figures.insert(format!("{awaited} after"), in_t(d, b.t));
     }
-    c
+    let what = format!(
+        "{awaited} after {}",
+        after.as_deref().unwrap_or("the start")
+    );
+    let bounds = Delay {
+        what: &what,
+        from_ms: from.from_ms,
+        delay_ms: delay,
+        b,
+    };
+    c.with_measures(bounds.measures(ms(within, b), ms(not_before, b), *absent))
+}
+
+/// An event's delay from its origin, to be held to the expectation's bounds.
+struct Delay<'a> {
+    what: &'a str,
+    from_ms: f64,
+    /// `None`: the event never came.
+    delay_ms: Option<f64>,
+    b: &'a Bounds,
+}
+
+impl Delay<'_> {
+    /// One measure per bound: `within` is an upper bound (a lower one, cleared by the slack,
+    /// when the event must be `absent` within it), `not_before` a lower one.
+    fn measures(&self, within: Option<f64>, not_before: Option<f64>, absent: bool) -> Vec<Measure> {
+        let slack = t_of(self.b.slack.as_secs_f64() * 1000.0, self.b.t);
+        let upper = within.map(|w| match absent {
+            false => self.measure(Measure::at_most, w).with_slack(slack),
+            true => self.measure(Measure::at_least, w).with_slack(-slack),
+        });
+        let lower = not_before.map(|nb| self.measure(Measure::at_least, nb).with_slack(slack));
+        upper.into_iter().chain(lower).collect()
+    }
+
+    fn measure(
+        &self,
+        side: fn(String, Option<f64>, f64, Unit) -> Measure,
+        bound_ms: f64,
+    ) -> Measure {
+        let t = self.b.t;
+        let value = self.delay_ms.map(|d| t_of(d, t));
+        side(self.what.to_owned(), value, t_of(bound_ms, t), Unit::T).with_window(Window {
+            from_ms: self.from_ms,
+            bound_ms: self.from_ms + bound_ms,
+            at_ms: self.delay_ms.map(|d| self.from_ms + d),
+        })
+    }
 }
 
 /// Whether entry `e` is what an event expectation awaits.
@@ -314,12 +362,21 @@ fn gauge_sum_reaches(n: i64, entries: &[Entry]) -> Check {
         _ => None,
     };
     let (verdict, max) = peak(entries, sum, |m| m >= n);
+    let reached = max.map(|m| {
+        Measure::at_least(
+            "max gauge sum".into(),
+            Some(m as f64),
+            n as f64,
+            Unit::Count,
+        )
+    });
     check(
         format!("gauge sum reaches {n}"),
         verdict,
         format!("max gauge sum {max:?}"),
     )
     .figure("max gauge sum", max.unwrap_or(0).to_string())
+    .with_measures(reached)
 }
 
 fn lock_rows_at_most(n: usize, entries: &[Entry]) -> Check {
@@ -328,12 +385,21 @@ fn lock_rows_at_most(n: usize, entries: &[Entry]) -> Check {
         _ => None,
     };
     let (verdict, max) = peak(entries, granted, |m| m <= n);
+    let rows = max.map(|m| {
+        Measure::at_most(
+            "granted lock rows".into(),
+            Some(m as f64),
+            n as f64,
+            Unit::Count,
+        )
+    });
     check(
         format!("at most {n} granted lock row(s)"),
         verdict,
         format!("max granted rows {max:?}"),
     )
     .figure("max granted rows", max.unwrap_or(0).to_string())
+    .with_measures(rows)
 }
 
 /// The largest figure `of` reads from the samples, and whether it `holds` (unknown when no
@@ -430,6 +496,7 @@ fn log(texts: &[String], who: &Who, facts: &Facts) -> Check {
 mod tests {
     use super::*;
     use crate::check::tests::ev;
+    use crate::check::Worse;
     use crate::event::ReplicaEvent;
     use std::time::Duration;
 
@@ -493,6 +560,15 @@ mod tests {
         assert_eq!(c.name, "demoted by cut after cut");
         assert_eq!(c.figures["demoted after"], "1.50T");
         assert_eq!(c.clauses, ["DEM-2"]);
+        let window = Window {
+            from_ms: 100.0,
+            bound_ms: 500.0,
+            at_ms: Some(400.0),
+        };
+        let want = Measure::at_most("demoted after cut".into(), Some(1.5), 2.0, Unit::T)
+            .with_slack(0.2)
+            .with_window(window);
+        assert_eq!(c.measures, [want], "the delay against `within`, typed");
         let c = decide(&demoted("1T", Who::Named("cut".into()), false), &f);
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
         let c = decide(&demoted("2T", Who::Other, false), &f);
@@ -503,6 +579,22 @@ mod tests {
         );
         let c = decide(&demoted("1T", Who::Any, true), &f);
         assert_eq!(c.verdict, Verdict::Valid, "absent within 1T: {c:?}");
+        let m = &c.measures[0];
+        assert_eq!((m.worse, m.bound, m.value), (Worse::Below, 1.0, Some(1.5)));
+        assert!(m.held());
+        // `not_before` is a lower bound of its own.
+        let mut early = demoted("2T", Who::Any, false);
+        if let Expect::Event { not_before, .. } = &mut early.expect {
+            *not_before = Some(Span::parse("1.8T").unwrap());
+        }
+        let c = decide(&early, &f);
+        assert_eq!(
+            c.verdict,
+            Verdict::Invalid,
+            "1.5T is before 1.8T less the 0.2T slack"
+        );
+        let sides: Vec<(Worse, bool)> = c.measures.iter().map(|m| (m.worse, m.held())).collect();
+        assert_eq!(sides, [(Worse::Above, true), (Worse::Below, false)]);
     }
 
     #[test]

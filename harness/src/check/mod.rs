@@ -15,8 +15,10 @@ use crate::fault::Verb;
 use crate::timeline::{fault_spans, Entry, What};
 
 pub mod expect;
+pub mod measure;
 
 pub use expect::{Expectation, Facts};
+pub use measure::{Measure, Unit, Window, Worse};
 
 /// A checker's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,21 +45,39 @@ pub struct Check {
     pub figures: BTreeMap<String, String>,
     /// Where it failed, or a one-line summary.
     pub message: String,
+    /// The figures it holds to a bound, as typed data (the report's deciding figures, the
+    /// timeline's bound windows).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measures: Vec<Measure>,
 }
 
 impl Check {
-    fn new(name: &str, clauses: &[&str], verdict: Verdict, message: String) -> Self {
+    /// A check of `clauses` with no figures yet.
+    pub fn new(name: &str, clauses: &[&str], verdict: Verdict, message: String) -> Self {
         Self {
             name: name.to_owned(),
             clauses: clauses.iter().map(|c| (*c).to_owned()).collect(),
             verdict,
             figures: BTreeMap::new(),
             message,
+            measures: Vec::new(),
         }
     }
 
-    fn figure(mut self, key: &str, value: String) -> Self {
+    /// The same, with the text figure `key` → `value`.
+    pub fn figure(mut self, key: &str, value: String) -> Self {
         self.figures.insert(key.to_owned(), value);
+        self
+    }
+
+    /// The same, with a figure held to a bound.
+    pub fn measure(self, m: Measure) -> Self {
+        self.with_measures([m])
+    }
+
+    /// The same, with these figures held to their bounds.
+    pub fn with_measures(mut self, ms: impl IntoIterator<Item = Measure>) -> Self {
+        self.measures.extend(ms);
         self
     }
 }
@@ -74,7 +94,48 @@ fn verdict_of(decided: usize, held: bool) -> Verdict {
 
 /// Formats a duration in units of T, e.g. `1.04T`.
 pub fn in_t(d_ms: f64, t: Duration) -> String {
-    format!("{:.2}T", d_ms / (t.as_secs_f64() * 1000.0))
+    format!("{:.2}T", t_of(d_ms, t))
+}
+
+/// A duration in milliseconds as a number of T (a typed figure's value).
+pub fn t_of(d_ms: f64, t: Duration) -> f64 {
+    d_ms / (t.as_secs_f64() * 1000.0)
+}
+
+fn ms_of(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// A count that must stay at most `bound` (e.g. bad samples at most 0), when anything was
+/// `decided`.
+fn count_at_most(what: &str, decided: usize, value: usize, bound: usize) -> Option<Measure> {
+    (decided > 0)
+        .then(|| Measure::at_most(what.into(), Some(value as f64), bound as f64, Unit::Count))
+}
+
+/// The longest of `spans` as a delay held to `bound_ms` from its start, placed on the timeline
+/// (no window when there is no span).
+fn longest_within(what: &str, spans: &[(f64, f64)], bound_ms: f64, b: &Bounds) -> Measure {
+    let longest = spans
+        .iter()
+        .copied()
+        .max_by(|x, y| (x.1 - x.0).total_cmp(&(y.1 - y.0)));
+    let value = longest.map_or(0.0, |(s, e)| e - s);
+    let m = Measure::at_most(
+        what.into(),
+        Some(t_of(value, b.t)),
+        t_of(bound_ms, b.t),
+        Unit::T,
+    )
+    .with_slack(t_of(ms_of(b.slack), b.t));
+    match longest {
+        Some((s, e)) => m.with_window(Window {
+            from_ms: s,
+            bound_ms: s + bound_ms,
+            at_ms: Some(e),
+        }),
+        None => m,
+    }
 }
 
 /// The bounds the invariants use.
@@ -115,6 +176,7 @@ pub fn scenario(
             verdict: Verdict::Invalid,
             figures: BTreeMap::new(),
             message: step_errors.join("; "),
+            measures: Vec::new(),
         });
     }
     if invariants {
@@ -292,6 +354,12 @@ pub fn overlap_bound(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
     )
     .figure("overlaps", found.len().to_string())
     .figure("max overlap", in_t(longest, b.t))
+    .measure(longest_within(
+        "longest overlap",
+        &found,
+        ms_of(b.max_overlap()),
+        b,
+    ))
 }
 
 /// MET-1: the gauge sum is never above 2, and above 1 only inside an overlap window (allowing
@@ -326,9 +394,13 @@ pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
     } else {
         format!("{} bad samples, first: {}", bad.len(), bad[0])
     };
+    let outside = "gauge samples above 1 outside an overlap";
+    let max_sum = max_sum.max(0) as usize;
     Check::new("gauge sum", &["MET-1"], verdict, message)
         .figure("samples", samples.to_string())
         .figure("max gauge sum", max_sum.to_string())
+        .with_measures(count_at_most(outside, samples, bad.len(), 0))
+        .with_measures(count_at_most("max gauge sum", samples, max_sum, 2))
 }
 
 /// LOCK-3: the spec's query never shows more than one granted row for the key.
@@ -348,6 +420,7 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
         format!("{samples} samples, at most {worst} granted row(s)"),
     )
     .figure("max granted rows", worst.to_string())
+    .with_measures(count_at_most("granted lock rows", samples, worst, 1))
 }
 
 /// ISL-1: the leader by gauge and the leader by pg_locks agree, except for disagreements shorter
@@ -359,7 +432,7 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
     // A pg_locks sample older than this (the server was down or unreachable) tells nothing.
     let stale_ms = (2 * b.sample + b.slack).as_secs_f64() * 1000.0;
     let mut since: Option<f64> = None;
-    let (mut longest, mut compared, mut undecided) = (0.0f64, 0usize, 0usize);
+    let (mut spans, mut compared, mut undecided) = (Vec::new(), 0usize, 0usize);
     for e in entries {
         match &e.what {
             What::Gauges { values } => gauges = Some(values.clone()),
@@ -398,16 +471,18 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
         match (agree, since) {
             (false, None) => since = Some(e.t_ms),
             (true, Some(s)) => {
-                longest = longest.max(e.t_ms - s);
+                spans.push((s, e.t_ms));
                 since = None;
             }
             _ => {}
         }
     }
     if let (Some(s), Some(last)) = (since, entries.last()) {
-        longest = longest.max(last.t_ms - s);
+        spans.push((s, last.t_ms));
     }
-    let bound = (b.sample + b.max_overlap() + b.slack).as_secs_f64() * 1000.0;
+    let longest = spans.iter().map(|(s, e)| e - s).fold(0.0, f64::max);
+    let allowed = ms_of(b.sample + b.max_overlap());
+    let bound = allowed + ms_of(b.slack);
     let verdict = verdict_of(compared, longest <= bound);
     Check::new(
         "gauge leader = pg_locks leader",
@@ -420,6 +495,10 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
         ),
     )
     .figure("longest disagreement", in_t(longest, b.t))
+    .with_measures(
+        (compared > 0)
+            .then(|| longest_within("longest gauge/pg_locks disagreement", &spans, allowed, b)),
+    )
 }
 
 /// A row of the `leader_work` table, with its time on the run's clock.
@@ -479,6 +558,12 @@ pub fn work_only_from_leader(
     };
     Check::new("leader-only work", &["LOOP-1"], verdict, message)
         .figure("rows", rows.len().to_string())
+        .with_measures(count_at_most(
+            "rows outside their writer's terms",
+            rows.len(),
+            bad.len(),
+            0,
+        ))
 }
 
 /// The seven probe names of `/readyz`, as the spec's Readiness section lists them (READY-5):
@@ -554,6 +639,12 @@ pub fn boot_passes_before_ready(entries: &[Entry]) -> Check {
     };
     Check::new("boot passes before ready", &["LOOP-6"], verdict, message)
         .figure("ready reports", readies.to_string())
+        .with_measures(count_at_most(
+            "ready reports before the seven boot passes",
+            readies,
+            bad.len(),
+            0,
+        ))
 }
 
 /// READY-5: each replica's `/readyz` lists exactly the spec's seven probe names (plus the
@@ -596,7 +687,12 @@ pub fn probe_names(entries: &[Entry]) -> Check {
         Some(first) => first.clone(),
         None => format!("{seen} probe list(s), each the spec's seven and `workers`"),
     };
-    Check::new("probe names", &["READY-5"], verdict, message)
+    Check::new("probe names", &["READY-5"], verdict, message).with_measures(count_at_most(
+        "probe lists other than the spec's",
+        seen,
+        bad.len(),
+        0,
+    ))
 }
 
 #[cfg(test)]
@@ -660,6 +756,18 @@ pub(crate) mod tests {
         let c = overlap_bound(&ok, 1000.0, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
         assert_eq!(c.figures["max overlap"], "1.50T");
+        let m = &c.measures[0];
+        assert_eq!((m.value, m.bound, m.worse), (Some(1.5), 3.0, Worse::Above));
+        let window = Window {
+            from_ms: 100.0,
+            bound_ms: 700.0,
+            at_ms: Some(400.0),
+        };
+        assert_eq!(
+            m.window,
+            Some(window),
+            "from the overlap's start to 2T + tick"
+        );
 
         let bad = vec![
             ev(0.0, "a", acquired(1)),

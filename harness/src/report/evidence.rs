@@ -29,9 +29,9 @@ pub struct Record<'a> {
     pub entries: &'a [Entry],
     /// The replicas, one lane each in the picture.
     pub replicas: &'a [String],
-    /// T (the picture's grid).
+    /// T (the picture's grid and axis).
     pub t: Duration,
-    /// The checks.
+    /// The checks (the picture draws the bounds they placed on the timeline).
     pub checks: &'a [Check],
     /// The `leader_work` rows.
     pub rows: &'a [WorkRow],
@@ -90,10 +90,7 @@ impl Evidence {
     /// A file could not be written.
     pub fn write(&self, run: &Record) -> anyhow::Result<()> {
         write_jsonl(&self.dir.join("timeline.jsonl"), run.entries)?;
-        std::fs::write(
-            self.dir.join("timeline.svg"),
-            super::svg::render(run.scenario, run.entries, run.replicas, run.t),
-        )?;
+        std::fs::write(self.dir.join("timeline.svg"), super::svg::render(run))?;
         std::fs::write(
             self.dir.join("checks.json"),
             serde_json::to_string_pretty(run.checks)?,

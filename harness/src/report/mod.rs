@@ -1,8 +1,14 @@
 //! The conformance report: every clause ID with its verdict, the scenario or test that decided
-//! it and the figures it measured, as `report.md`, `report.json` and `junit.xml`, plus one
-//! evidence folder per scenario run ([`evidence`]) with its SVG timeline ([`svg`]).
+//! it and its deciding figure against its bound, as `report.md` (`markdown`), `report.json`,
+//! `junit.xml` and a self-contained `report.html` ([`html`]), plus one evidence folder per
+//! scenario run ([`evidence`]) with its SVG timeline ([`svg`]).
+//!
+//! The report only reads what the checks produced: their verdicts, their typed
+//! [`Measure`]s, and the timeline pictures in the evidence folders.
 
 pub mod evidence;
+pub mod html;
+mod markdown;
 pub mod svg;
 
 use std::collections::BTreeMap;
@@ -10,8 +16,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{Check, Verdict};
+use crate::check::{Check, Measure, Verdict};
 use crate::clauses;
+use evidence::Evidence;
 
 /// A clause's verdict in the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +58,47 @@ pub struct ClauseRow {
     pub section: String,
     /// The checks' messages, for a reader chasing a failure.
     pub notes: Vec<String>,
+    /// The figure that decides the row: the worst case over every check that decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deciding: Option<Deciding>,
+}
+
+impl ClauseRow {
+    /// How many scenarios or tests decided the clause besides the deciding figure's.
+    pub fn other_deciders(&self) -> usize {
+        let deciding = self.deciding.as_ref().map(|d| d.scenario.as_str());
+        (self.scenario.iter())
+            .flat_map(|all| all.split(", "))
+            .filter(|n| Some(*n) != deciding)
+            .count()
+    }
+
+    /// The IDs of the clauses with this verdict, in the spec's order.
+    pub fn ids(rows: &[ClauseRow], verdict: ClauseVerdict) -> Vec<&str> {
+        (rows.iter())
+            .filter(|c| c.verdict == verdict)
+            .map(|c| c.id.as_str())
+            .collect()
+    }
+}
+
+/// A clause's deciding figure: the failing check's, else the figure closest to (or furthest
+/// past) its bound, with where it was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Deciding {
+    /// The scenario or suite that measured it.
+    pub scenario: String,
+    /// The check that measured it.
+    pub check: String,
+    /// That check's verdict.
+    pub verdict: Verdict,
+    /// The figure against its bound; `None` when the check holds no figure to a bound (an
+    /// elector test, a log line).
+    pub measure: Option<Measure>,
+    /// The figure as the report prints it, e.g. `demoted after cut 1.86T, bound ≤ 2T`.
+    pub text: String,
+    /// The evidence folder of the run that measured it, relative to the report.
+    pub evidence: Option<String>,
 }
 
 /// Where checks came from: a scenario (or the elector's test suite) and what it decided.
@@ -86,6 +134,10 @@ pub struct Report {
     pub clauses: Vec<ClauseRow>,
     /// The scenarios and test suites that ran.
     pub sources: Vec<Source>,
+    /// Further runs shown after the scenarios (e.g. chaos runs), each with its checks and its
+    /// evidence folder's timeline; they decide no clause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_runs: Vec<Source>,
 }
 
 impl Report {
@@ -112,6 +164,7 @@ impl Report {
             seconds,
             clauses,
             sources,
+            extra_runs: Vec::new(),
         }
     }
 
@@ -142,58 +195,6 @@ impl Report {
     /// Whether any clause failed (the run exits non-zero then).
     pub fn failed(&self) -> bool {
         self.counts().1 > 0
-    }
-
-    /// The Markdown report.
-    pub fn markdown(&self) -> String {
-        let mut md = String::from("# Conformance report: background leader\n\n");
-        md.push_str(&format!("{}\n\n", self.summary_line()));
-        md.push_str("| clause | verdict | decided by | figures |\n|---|---|---|---|\n");
-        for c in &self.clauses {
-            let verdict = match c.verdict {
-                ClauseVerdict::Pass => "pass",
-                ClauseVerdict::Fail => "**FAIL**",
-                ClauseVerdict::NotRun => "not-run",
-            };
-            md.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                c.id,
-                verdict,
-                c.scenario.as_deref().unwrap_or("—"),
-                escape(&c.figures.join("; "))
-            ));
-        }
-        md.push_str("\n## Scenarios and suites\n\n");
-        for s in &self.sources {
-            md.push_str(&format!(
-                "### {} — {} ({:.1} s)\n\n",
-                s.name,
-                if s.passed() { "pass" } else { "FAIL" },
-                s.seconds
-            ));
-            if let Some(ev) = &s.evidence {
-                md.push_str(&format!(
-                    "Evidence: [`{ev}/`]({ev}/), timeline: ![timeline]({ev}/timeline.svg)\n\n"
-                ));
-            }
-            md.push_str(
-                "| check | clauses | verdict | figures | message |\n|---|---|---|---|---|\n",
-            );
-            for c in &s.checks {
-                let figs: Vec<String> =
-                    c.figures.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-                md.push_str(&format!(
-                    "| {} | {} | {:?} | {} | {} |\n",
-                    escape(&c.name),
-                    c.clauses.join(", "),
-                    c.verdict,
-                    escape(&figs.join("; ")),
-                    escape(&c.message)
-                ));
-            }
-            md.push('\n');
-        }
-        md
     }
 
     /// The JUnit XML: a suite per scenario (a case per check) and a suite of clauses.
@@ -241,12 +242,14 @@ impl Report {
         report.to_string().unwrap_or_default()
     }
 
-    /// Writes `report.md`, `report.json` and `junit.xml` into `dir`.
+    /// Writes `report.md`, `report.json`, `junit.xml` and `report.html` into `dir`; the HTML
+    /// inlines each run's `timeline.svg` from its evidence folder under `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("report.md"), self.markdown())?;
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(self)?)?;
-        std::fs::write(dir.join("junit.xml"), self.junit())
+        std::fs::write(dir.join("junit.xml"), self.junit())?;
+        std::fs::write(dir.join("report.html"), html::page(self, dir))
     }
 }
 
@@ -296,16 +299,53 @@ fn clause_row(clause: clauses::Clause, found: &[(&Source, &Check)]) -> ClauseRow
         figures,
         section: clause.section,
         notes,
+        deciding: deciding(&decided),
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+/// The worst case over the `decided` checks: a failed check before a held one, a broken
+/// figure before a held one, a figure before a check that holds none, then the smallest margin.
+fn deciding(decided: &[(&Source, &Check)]) -> Option<Deciding> {
+    let candidates = decided.iter().flat_map(|(s, c)| {
+        let measures: Vec<Option<&Measure>> = if c.measures.is_empty() {
+            vec![None]
+        } else {
+            c.measures.iter().map(Some).collect()
+        };
+        measures.into_iter().map(move |m| (*s, *c, m))
+    });
+    let rank = |(_, c, m): &(&Source, &Check, Option<&Measure>)| {
+        let failed = c.verdict != Verdict::Invalid;
+        let kind = m.map_or(2, |m| u8::from(m.held()));
+        (failed, kind, m.map_or(f64::INFINITY, Measure::margin))
+    };
+    let (s, c, m) = candidates.min_by(|a, b| {
+        let (x, y) = (rank(a), rank(b));
+        (x.0, x.1).cmp(&(y.0, y.1)).then(x.2.total_cmp(&y.2))
+    })?;
+    let evidence = match m.and_then(|m| m.run) {
+        Some(run) if run > 1 => Some(Evidence::folder(&s.name, run)),
+        _ => s.evidence.clone(),
+    };
+    let text = match m {
+        Some(m) => m.to_string(),
+        None if c.verdict == Verdict::Valid => format!("{}: held", c.name),
+        None => format!("{}: failed", c.name),
+    };
+    Some(Deciding {
+        scenario: s.name.clone(),
+        check: c.name.clone(),
+        verdict: c.verdict,
+        measure: m.cloned(),
+        text,
+        evidence,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::Unit;
 
     fn check(clause: &str, verdict: Verdict) -> Check {
         Check {
@@ -314,6 +354,7 @@ mod tests {
             verdict,
             figures: [("demoted after".to_owned(), "1.04T".to_owned())].into(),
             message: "m".into(),
+            measures: Vec::new(),
         }
     }
 
@@ -356,11 +397,86 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(json["clauses"][0]["id"], "LOCK-1");
         assert_eq!(json["clauses"][0]["verdict"], "not-run");
-        assert!(r.markdown().contains("| RUN-6 | **FAIL** | kill |"));
+        let md = r.markdown();
+        assert!(
+            md.contains("| RUN-6 | **FAIL** | check of RUN-6: failed | kill | — |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("## Failing clauses\n\n- **RUN-6**: check of RUN-6: failed in kill"),
+            "{md}"
+        );
         let junit = r.junit();
         assert!(
             junit.contains("<testsuite name=\"clauses\"") && junit.contains("failures=\"1\""),
             "{junit}"
         );
+    }
+
+    /// A source `name` whose check of DEM-2 measured `value` T against a bound of 2T.
+    fn demoted(name: &str, value: f64, verdict: Verdict, run: Option<usize>) -> Source {
+        let m = Measure {
+            run,
+            ..Measure::at_most("demoted after cut".into(), Some(value), 2.0, Unit::T)
+        };
+        Source {
+            name: name.into(),
+            seconds: 1.0,
+            checks: vec![check("DEM-2", verdict).measure(m)],
+            evidence: Some(evidence::Evidence::folder(name, 1)),
+        }
+    }
+
+    #[test]
+    fn the_deciding_figure_is_the_worst_case_and_links_its_evidence() {
+        let sources = vec![
+            demoted("a", 1.2, Verdict::Valid, None),
+            demoted("b", 1.86, Verdict::Valid, None),
+            demoted("c", 0.9, Verdict::Valid, None),
+        ];
+        let r = Report::new(200, 7, 3.0, sources);
+        let row = r.clauses.iter().find(|c| c.id == "DEM-2").unwrap();
+        let d = row.deciding.as_ref().unwrap();
+        assert_eq!(
+            (d.scenario.as_str(), d.text.as_str()),
+            ("b", "demoted after cut 1.86T, bound ≤ 2T")
+        );
+        assert_eq!(d.evidence.as_deref(), Some("scenarios/b"));
+        let md = r.markdown();
+        assert!(
+            md.contains(
+                "| DEM-2 | pass | demoted after cut 1.86T, bound ≤ 2T | b +2 more | \
+                 [timeline](scenarios/b/timeline.svg) · [folder](scenarios/b/) |"
+            ),
+            "{md}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        let dem2 = &json["clauses"][row_index(&r, "DEM-2")];
+        assert_eq!(dem2["deciding"]["measure"]["value"], 1.86);
+        assert_eq!(dem2["deciding"]["measure"]["worse"], "above");
+        assert_eq!(
+            dem2["figures"].as_array().unwrap().len(),
+            3,
+            "kept as before"
+        );
+
+        // A failed check decides, whatever the others measured; a repeated run's figure
+        // links that run's folder.
+        let sources = vec![
+            demoted("a", 1.95, Verdict::Valid, None),
+            demoted("b", 2.4, Verdict::Invalid, Some(3)),
+        ];
+        let r = Report::new(200, 7, 3.0, sources);
+        let d = r.clauses[row_index(&r, "DEM-2")].deciding.clone().unwrap();
+        assert_eq!(d.scenario, "b");
+        assert_eq!(d.evidence.as_deref(), Some("scenarios/b.3"));
+        assert_eq!(
+            d.text,
+            "demoted after cut 2.4T, bound ≤ 2T (broken) in run 3"
+        );
+    }
+
+    fn row_index(r: &Report, id: &str) -> usize {
+        r.clauses.iter().position(|c| c.id == id).unwrap()
     }
 }
