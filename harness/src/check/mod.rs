@@ -454,7 +454,7 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
         if unreadable || e.t_ms - lock_at > stale_ms {
             undecided += 1;
             if let Some(s) = since.take() {
-                longest = longest.max(lock_at - s);
+                spans.push((s, lock_at));
             }
             continue;
         }
