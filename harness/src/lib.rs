@@ -12,7 +12,7 @@
 //! | the run's history | [`timeline`] |
 //! | invariants and expectations | [`check`] |
 //! | the conformance report and each run's evidence | [`report`] |
-//! | the command line | [`cli`] |
+//! | the command line, and its flags' values and limits | [`cli`], [`flags`] |
 //!
 //! A scenario's data flows one way: file → topology → faults → samplers → timeline → checks →
 //! report.
@@ -22,6 +22,7 @@ pub mod clauses;
 pub mod cli;
 pub mod event;
 pub mod fault;
+pub mod flags;
 pub mod observe;
 pub mod replica;
 pub mod report;

@@ -18,11 +18,12 @@ use crate::replica::{ReplicaProcess, ReplicaSpec};
 /// The `up` subcommand's flags.
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
-    /// How many replicas to start (`r1`, `r2`, ...); 0 starts the services only.
-    #[arg(long, short = 'n', default_value_t = 3)]
+    /// How many replicas to start (`r1`, `r2`, ...), at most 10; 0 starts the services only.
+    #[arg(long, short = 'n', default_value = "3", value_parser = crate::flags::replicas)]
     pub replicas: usize,
-    /// The replicas' check interval T (`5s`, `250ms`, or milliseconds).
-    #[arg(long = "t", value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    /// The replicas' check interval T (`500ms`, `5s`: a unit is required), 50 ms to 10 min.
+    #[arg(long = "t", value_name = "DURATION", default_value = "5s",
+          value_parser = crate::flags::check_interval)]
     pub check_interval: Duration,
     /// Each replica's path to PostgreSQL, in order (`direct`, `pgbouncer-session`,
     /// `pgbouncer-transaction`); replicas without one go direct.
@@ -41,30 +42,8 @@ pub struct UpArgs {
     #[arg(long)]
     pub logs: Option<PathBuf>,
     /// Stop by itself after this long instead of waiting for Ctrl-C.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::positive)]
     pub hold: Option<Duration>,
-}
-
-/// Parses `250ms`, `5s`, `1.5s`, `2m` or a number of milliseconds.
-///
-/// # Errors
-/// Anything else.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 250ms, 5s)"))?;
-    let seconds = match unit.trim() {
-        "" | "ms" => value / 1000.0,
-        "s" => value,
-        "m" | "min" => value * 60.0,
-        other => return Err(format!("unknown unit {other:?} in {text:?} (ms, s, m)")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
 
 /// Starts the topology and the replicas, prints where everything is, waits for Ctrl-C (or
@@ -206,21 +185,5 @@ impl Signals {
             _ = self.int.recv() => "SIGINT",
             _ = self.term.recv() => "SIGTERM",
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("200"), Ok(Duration::from_millis(200)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5h").is_err());
     }
 }
