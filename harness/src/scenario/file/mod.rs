@@ -47,7 +47,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::model::{ReplicaDecl, Scenario, WaitFor};
+use super::model::{ReplicaDecl, Scenario, Step, WaitFor};
 use crate::check::expect::Awaited;
 use crate::fault::Verb;
 use crate::snapshot::Story;
@@ -174,7 +174,70 @@ struct ExpectToml {
     absent: bool,
 }
 
+/// One step as a person types it at a running `harness up` (`harness fault`, `harness heal`):
+/// the keys of a file's `[[step]]` that a fault or a heal takes, as data. [`Scenario::read_step`]
+/// reads it with a file's checks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypedStep {
+    /// `fault = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Verb>,
+    /// `heal = "…"`: the `as` name of an earlier fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<String>,
+    /// `target = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `latency = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Span>,
+    /// `jitter = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Span>,
+    /// `as = "…"`.
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl TypedStep {
+    fn raw(&self) -> StepToml {
+        let spanned = |s: &Option<String>| s.clone().map(|v| Spanned::new(0..0, v));
+        StepToml {
+            fault: self.fault.map(Word),
+            heal: spanned(&self.heal),
+            target: spanned(&self.target),
+            latency: self.latency,
+            jitter: self.jitter,
+            name: spanned(&self.name),
+            ..StepToml::default()
+        }
+    }
+}
+
+/// The fault verbs as a file names them, in their order.
+pub fn verbs() -> &'static [&'static str] {
+    word::words::<Verb>()
+}
+
+/// Reads a fault verb as a file names it (`partition`, `kill-backend`, ...).
+///
+/// # Errors
+/// An unknown verb; the message lists the verbs there are.
+pub fn verb(word: &str) -> Result<Verb, String> {
+    word::parse_as("fault", word)
+}
+
 impl Scenario {
+    /// Reads `step` as the step after this scenario's steps, with the checks and messages a
+    /// file's `[[step]]` gets (an unknown replica or name, a verb on the wrong target, a heal
+    /// of no earlier fault, a latency without its delay).
+    ///
+    /// # Errors
+    /// What a file with this step at its end would be refused for.
+    pub fn read_step(&self, step: &TypedStep) -> Result<Step, String> {
+        read::next_step(self, step.raw())
+    }
+
     /// Reads and validates `path`.
     ///
     /// # Errors

@@ -62,6 +62,25 @@ pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> 
     })
 }
 
+/// Reads `raw` as the step after `scenario`'s steps, with the checks of a file's `[[step]]`:
+/// its replicas and the `as` names its steps took are known.
+pub(super) fn next_step(scenario: &Scenario, raw: StepToml) -> Result<Step, String> {
+    let names = (scenario.steps.iter())
+        .filter_map(|s| {
+            let verb = match s {
+                Step::Fault { verb, .. } => Some(*verb),
+                _ => None,
+            };
+            s.name().map(|n| (n.to_owned(), verb))
+        })
+        .collect();
+    let mut reader = Reader {
+        replicas: scenario.replicas.clone(),
+        names,
+    };
+    reader.step(Spanned::new(0..0, raw)).map_err(|(_, m)| m)
+}
+
 /// The words a target or an expectation's replica means by itself: no replica or `as` name
 /// may be one of them.
 const RESERVED: [&str; 5] = ["leader", "standby", "server", "any", "other"];
