@@ -13,6 +13,7 @@
 //! | invariants and expectations | [`check`] |
 //! | the conformance report and each run's evidence | [`report`] |
 //! | the command line, and its flags' values and limits | [`cli`], [`flags`] |
+//! | `harness up`, the incident workbench: live timeline, typed faults, recorded incident | [`workbench`] |
 //!
 //! A scenario's data flows one way: file → topology → faults → samplers → timeline → checks →
 //! report.
@@ -32,3 +33,4 @@ pub mod span;
 pub mod suite;
 pub mod timeline;
 pub mod topology;
+pub mod workbench;

@@ -6,13 +6,16 @@
 //! | a real PostgreSQL in a container, pools, observer queries on it | [`pg`] |
 //! | a Toxiproxy server in front of it, and the faults it injects | [`proxy`] |
 //! | capturing tracing events in order | [`logs`] |
+//! | waiting on observed state | [`wait`] |
 
 pub mod images;
 pub mod logs;
 pub mod pg;
 pub mod proxy;
+pub mod wait;
 
 pub use images::{ImageRef, Images};
 pub use logs::{Event, Logs};
 pub use pg::{backend_gone, leader_rows, pool_for, Pg, SPEC_LEADER_QUERY};
 pub use proxy::Proxy;
+pub use wait::eventually;

@@ -85,7 +85,9 @@ pub const ENV_PARENT: &str = "ELECTOR_REPLICA_PARENT";
 fn die_with_parent() -> anyhow::Result<()> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
         .context("PR_SET_PDEATHSIG")?;
-    let expected = std::env::var(ENV_PARENT).ok().and_then(|p| p.parse::<i32>().ok());
+    let expected = std::env::var(ENV_PARENT)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
     let parent = nix::unistd::getppid().as_raw();
     if let Some(expected) = expected.filter(|e| *e != parent) {
         bail!("the harness that started this replica (pid {expected}) is gone");

@@ -28,7 +28,6 @@ pub mod docker;
 pub mod images;
 pub mod local;
 pub mod proxy;
-mod up;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -43,7 +42,6 @@ use tokio_postgres::NoTls;
 
 pub use self::images::{ImageRef, Images};
 pub use self::proxy::Toxiproxy;
-pub use self::up::{up, UpArgs};
 
 /// The database every service serves.
 pub const DATABASE: &str = "plexsphere";
@@ -443,7 +441,8 @@ impl fmt::Debug for Topology {
     }
 }
 
-fn random_run_id() -> String {
+/// A new random run id (ten lowercase letters and digits).
+pub fn random_run_id() -> String {
     let alphabet: Vec<char> = ('a'..='z').chain('0'..='9').collect();
     (0..10)
         .map(|_| alphabet[fastrand::usize(..alphabet.len())])
@@ -928,7 +927,11 @@ mod tests {
             redact("host=h user=u password=s3cret dbname=d; password='a b' x"),
             "host=h user=u password=*** dbname=d; password=*** x"
         );
-        for kept in ["postgres://h:5432/db", "http://127.0.0.1:8474/proxies", "no dsn"] {
+        for kept in [
+            "postgres://h:5432/db",
+            "http://127.0.0.1:8474/proxies",
+            "no dsn",
+        ] {
             assert_eq!(redact(kept), kept);
         }
     }

@@ -212,7 +212,11 @@ impl Session {
     ///
     /// # Errors
     /// The evidence could not be written.
-    pub async fn finish(self, scenario: &Scenario, step_errors: &[String]) -> anyhow::Result<Outcome> {
+    pub async fn finish(
+        self,
+        scenario: &Scenario,
+        step_errors: &[String],
+    ) -> anyhow::Result<Outcome> {
         let (stage, marks) = self.player.into_parts();
         let (entries, rows) = stage.stop().await;
         let logs = self.evidence.read_logs(scenario.replicas.keys());
