@@ -34,6 +34,8 @@
 //! replicas, fault verbs, events or clause IDs, a key on a step or expectation it does not
 //! belong to.
 
+#[cfg(test)]
+mod fuzz;
 mod read;
 #[cfg(test)]
 mod round_trip;
@@ -83,7 +85,7 @@ struct FileToml {
     invariants: bool,
     #[serde(default, skip_serializing_if = "is_full")]
     story: Story,
-    replicas: BTreeMap<String, ReplicaDecl>,
+    replicas: Spanned<BTreeMap<Spanned<String>, ReplicaDecl>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     step: Vec<Spanned<StepToml>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -243,12 +245,32 @@ impl Scenario {
     /// # Errors
     /// The file cannot be read, or is not a valid scenario (with the line of the mistake).
     pub fn load(path: &Path) -> Result<Scenario, FileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        let bytes = std::fs::read(path).map_err(|e| FileError {
             file: path.display().to_string(),
             line: 0,
             message: format!("cannot read: {e}"),
         })?;
-        Scenario::parse(path, &text)
+        Scenario::parse_bytes(path, &bytes)
+    }
+
+    /// Parses and validates `bytes` as the content of `path`.
+    ///
+    /// # Errors
+    /// The bytes are not UTF-8 text (the line of the first that is not), or not a valid
+    /// scenario (with the line of the mistake).
+    pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Scenario, FileError> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Scenario::parse(path, text),
+            Err(e) => Err(FileError {
+                file: path.display().to_string(),
+                line: bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count()
+                    + 1,
+                message: format!("not UTF-8 text: {e}"),
+            }),
+        }
     }
 
     /// Parses and validates `text` as the content of `path`.
