@@ -1,5 +1,5 @@
 //! A SIGKILLed `harness up` leaves nothing behind: its replica processes die with it (a frozen
-//! one too), and its reaper removes its containers and network, then ends.
+//! one too), and its reaper removes its containers, network and control socket, then ends.
 
 use std::time::Duration;
 
@@ -28,12 +28,12 @@ async fn a_sigkilled_up_takes_its_replicas_and_containers_along() {
     })
     .await;
     let run = up.value_after("run ");
-    let reaper: i32 = up
-        .value_after("  control")
-        .split("reaper pid ")
-        .nth(1)
+    let control = up.value_after("  control");
+    let socket = std::path::PathBuf::from(control.split(" (").next().unwrap());
+    let reaper: i32 = (control.split("reaper pid ").nth(1))
         .and_then(|p| p.trim_end_matches(')').parse().ok())
         .expect("the reaper's pid");
+    assert!(socket.exists(), "{}", socket.display());
     let pids = up.replica_pids();
     assert_eq!(pids.len(), 2);
     assert!(pids.iter().all(|p| running(*p)) && running(reaper));
@@ -64,4 +64,6 @@ async fn a_sigkilled_up_takes_its_replicas_and_containers_along() {
     );
     let took = eventually(Duration::from_secs(10), || async { !running(reaper) }).await;
     assert!(took.is_some(), "the reaper still runs");
+    // The reaper's own trace: the stale sweep of another run's start removes containers too.
+    assert!(!socket.exists(), "the reaper left the control socket");
 }
