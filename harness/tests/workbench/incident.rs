@@ -32,26 +32,44 @@ async fn a_hand_made_incident_is_streamed_recorded_and_replayed() {
         "incident",
     ];
     let mut up = Up::start(&args, &env);
-    let ready = up
-        .wait_line(0, Duration::from_secs(120), |l| l.starts_with("Ctrl-C"))
-        .await;
+    let ready = (up.wait_line(0, Duration::from_secs(120), |l| l.starts_with("Ctrl-C"))).await;
     let pids = up.replica_pids();
     assert_eq!(pids.len(), 3, "{:?}", up.lines());
     for pid in &pids {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-        assert!(
-            !String::from_utf8_lossy(&cmdline).contains(&password),
-            "ps shows the DSN"
-        );
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(!cmdline.contains(&password), "ps shows the DSN");
     }
+    let mut said = play_an_incident(&up, ready).await;
+
+    let status = up.signal_and_wait(Signal::SIGINT).await;
+    let lines = up.lines();
+    assert!(status.success(), "{status}: {lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains("VIOLATED")), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("   valid  gauge sum")),
+        "{lines:#?}"
+    );
+    let gone = up.harness(&["fault", "kill", "r1"]).await;
+    let (o, e) = text(&gone);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(e.contains("no `harness up` is running"), "{e}");
+    said.extend([o, e]);
+
+    let recorded = evidence_and_scenario(&out);
+    let replay_out = fresh_dir("replay");
+    said.extend(replay(&recorded, &replay_out, &password).await);
+    no_password_but_the_addresses(&up, &password, &said, &[&out, &replay_out]);
+}
+
+/// Bad faults refused, then the leader partitioned, a new one elected, and everything healed;
+/// returns what the commands printed.
+async fn play_an_incident(up: &Up, ready: usize) -> Vec<String> {
     let led = up
         .wait_line(ready, LIMIT, |l| l.contains("holds the lock"))
         .await;
-    up.wait_line(ready, LIMIT, |l| {
-        l.contains("gauges:") && l.contains("(sum 1)")
-    })
-    .await;
-
+    let one = |l: &str| l.contains("gauges:") && l.contains("(sum 1)");
+    up.wait_line(ready, LIMIT, one).await;
     let mut said = Vec::new();
     let (o, e) = text(&up.harness(&["fault", "nuke", "r1"]).await);
     assert!(e.contains("partition") && e.contains("kill-backend"), "{e}");
@@ -91,21 +109,11 @@ async fn a_hand_made_incident_is_streamed_recorded_and_replayed() {
     assert!(o.contains("nothing to heal"), "{o}");
     said.extend([o, e]);
     tokio::time::sleep(Duration::from_secs(1)).await;
+    said
+}
 
-    let status = up.signal_and_wait(Signal::SIGINT).await;
-    let lines = up.lines();
-    assert!(status.success(), "{status}: {lines:#?}");
-    assert!(!lines.iter().any(|l| l.contains("VIOLATED")), "{lines:#?}");
-    assert!(
-        lines.iter().any(|l| l.starts_with("   valid  gauge sum")),
-        "{lines:#?}"
-    );
-    let gone = up.harness(&["fault", "kill", "r1"]).await;
-    let (o, e) = text(&gone);
-    assert_eq!(gone.status.code(), Some(1));
-    assert!(e.contains("no `harness up` is running"), "{e}");
-    said.extend([o, e]);
-
+/// The evidence folder's files and the recorded scenario's steps; the scenario's path.
+fn evidence_and_scenario(out: &Path) -> std::path::PathBuf {
     let evidence = out.join("scenarios/incident");
     for file in [
         "timeline.jsonl",
@@ -135,24 +143,26 @@ async fn a_hand_made_incident_is_streamed_recorded_and_replayed() {
     );
     assert_eq!(labels[1], "partition leader");
     assert_eq!(labels[3], "heal f1");
+    recorded
+}
 
-    let replay_out = fresh_dir("replay");
+/// `harness run` of the recorded scenario passes and partitions a replica again; returns what
+/// it printed.
+async fn replay(recorded: &Path, out: &Path, password: &str) -> [String; 2] {
     let replay = tokio::process::Command::new(HARNESS)
         .args(["run", &recorded.display().to_string(), "--out"])
-        .arg(&replay_out)
-        .env("ELECTOR_POSTGRES_PASSWORD", &password)
+        .arg(out)
+        .env("ELECTOR_POSTGRES_PASSWORD", password)
         .output()
         .await
         .unwrap();
     let (o, e) = text(&replay);
     assert!(replay.status.success(), "the replay fails:\n{o}\n{e}");
-    let replayed = std::fs::read_to_string(replay_out.join("scenarios/incident/timeline.jsonl"));
+    let replayed = std::fs::read_to_string(out.join("scenarios/incident/timeline.jsonl"));
     assert!(replayed
         .unwrap()
         .contains(r#""verb":"partition","target":"r"#));
-    said.extend([o, e]);
-
-    no_password_but_the_addresses(&up, &password, &said, &[&out, &replay_out]);
+    [o, e]
 }
 
 /// The password is in use (the address lines `harness up` prints carry it, as they may), and

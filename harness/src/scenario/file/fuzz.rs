@@ -97,20 +97,11 @@ replica = "r2"
 clause = "READY-2"
 "#;
 
-/// Words of the vocabulary, and some near misses.
+/// Words of the vocabulary (the verbs come from [`super::verbs`]), and some near misses.
 const WORDS: &[&str] = &[
     "partition",
-    "stall",
-    "latency",
-    "reset",
-    "disable",
-    "kill-backend",
-    "restart-server",
-    "stop-server",
-    "kill",
-    "freeze",
-    "terminate",
-    "restart",
+    "kill_backend",
+    "Partition",
     "leader",
     "new-leader",
     "no-leader",
@@ -224,6 +215,33 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// The words that fit the key `name`.
+fn words_for(name: &str) -> &'static [&'static str] {
+    match name {
+        "fault" => super::verbs(),
+        "wait_for" => &["leader", "new-leader", "no-leader", "ready", "all-ready"],
+        "event" => &["demoted", "acquired", "released", "lock_released", "tick"],
+        "target" | "replica" | "after" | "heal" | "as" => &[
+            "leader", "standby", "server", "any", "other", "r1", "r2", "cut", "led",
+        ],
+        "path" => &[
+            "direct",
+            "pgbouncer-session",
+            "pgbouncer-transaction",
+            "none",
+        ],
+        "mode" => &["fail", "panic", "ok", "crash", "exit", "crash_loop"],
+        "name" => &[
+            "invitations-expire",
+            "approvals-expire",
+            "background-leader",
+        ],
+        "clause" => &["DEM-2", "LOCK-1", "MET-1", "READY-2"],
+        "story" => &["full", "faults"],
+        _ => WORDS,
+    }
+}
+
 /// A value fit for `key` most of the time, and one of any type now and then.
 fn typed(name: &str) -> BoxedStrategy<Value> {
     let string = || text().prop_map(Value::String);
@@ -257,29 +275,7 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
             })
             .boxed(),
         _ => {
-            let words: &'static [&'static str] = match name {
-                "fault" => &WORDS[..12],
-                "wait_for" => &["leader", "new-leader", "no-leader", "ready", "all-ready"],
-                "event" => &["demoted", "acquired", "released", "lock_released", "tick"],
-                "target" | "replica" | "after" | "heal" | "as" => &[
-                    "leader", "standby", "server", "any", "other", "r1", "r2", "cut", "led",
-                ],
-                "path" => &[
-                    "direct",
-                    "pgbouncer-session",
-                    "pgbouncer-transaction",
-                    "none",
-                ],
-                "mode" => &["fail", "panic", "ok", "crash", "exit", "crash_loop"],
-                "name" => &[
-                    "invitations-expire",
-                    "approvals-expire",
-                    "background-leader",
-                ],
-                "clause" => &["DEM-2", "LOCK-1", "MET-1", "READY-2"],
-                "story" => &["full", "faults"],
-                _ => WORDS,
-            };
+            let words = words_for(name);
             let fit = select(words).prop_map(|w| Value::String(w.to_owned()));
             prop_oneof![5 => fit, 1 => string()].boxed()
         }
