@@ -1,5 +1,6 @@
 //! The `harness` command line: `replica` (one replica process), `up` (a topology kept running
-//! for a person), and, with the conformance suite, `run`.
+//! for a person, the incident workbench) with `fault` and `heal` (faults typed at it), and, with
+//! the conformance suite, `run`.
 
 use std::process::ExitCode;
 
@@ -22,8 +23,17 @@ pub enum Command {
     Replica(crate::replica::ReplicaArgs),
     /// Runs the conformance suite (every scenario, or those named) and writes the report.
     Run(crate::suite::RunArgs),
-    /// Starts PostgreSQL, PgBouncer, Toxiproxy and N replicas and keeps them running until Ctrl-C.
-    Up(crate::topology::UpArgs),
+    /// Starts PostgreSQL, PgBouncer, Toxiproxy and N replicas, streams the live timeline, takes
+    /// faults from `harness fault` / `harness heal` until Ctrl-C, then writes the evidence and a
+    /// scenario file of what was done.
+    Up(crate::workbench::UpArgs),
+    /// Applies a fault on the running `harness up`: the verbs and targets of scenario files.
+    Fault(crate::workbench::control::FaultArgs),
+    /// Lifts faults on the running `harness up`: one by name, every one on a target, or all.
+    Heal(crate::workbench::control::HealArgs),
+    /// Removes a `harness up` run's resources once its stdin closes (`harness up` starts it).
+    #[command(hide = true)]
+    Reap(crate::workbench::reaper::ReapArgs),
 }
 
 /// Parses the command line and runs it; the exit code says whether it succeeded.
@@ -43,7 +53,10 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Replica(args) => crate::replica::run(args).await,
             Command::Run(args) => crate::suite::main(args).await,
-            Command::Up(args) => crate::topology::up(args).await,
+            Command::Up(args) => crate::workbench::up(args).await,
+            Command::Fault(args) => crate::workbench::control::fault(args).await,
+            Command::Heal(args) => crate::workbench::control::heal(args).await,
+            Command::Reap(args) => crate::workbench::reaper::reap(args).await,
         }
     });
     match result {

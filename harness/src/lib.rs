@@ -12,7 +12,8 @@
 //! | the run's history | [`timeline`] |
 //! | invariants and expectations | [`check`] |
 //! | the conformance report and each run's evidence | [`report`] |
-//! | the command line | [`cli`] |
+//! | the command line, and its flags' values and limits | [`cli`], [`flags`] |
+//! | `harness up`, the incident workbench: live timeline, typed faults, recorded incident | [`workbench`] |
 //!
 //! A scenario's data flows one way: file → topology → faults → samplers → timeline → checks →
 //! report.
@@ -22,6 +23,7 @@ pub mod clauses;
 pub mod cli;
 pub mod event;
 pub mod fault;
+pub mod flags;
 pub mod observe;
 pub mod replica;
 pub mod report;
@@ -31,3 +33,4 @@ pub mod span;
 pub mod suite;
 pub mod timeline;
 pub mod topology;
+pub mod workbench;

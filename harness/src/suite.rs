@@ -14,7 +14,6 @@ use crate::check::{Check, Measure, Verdict};
 use crate::report::{ClauseVerdict, Report, Source};
 use crate::scenario::run::{self, RunOptions};
 use crate::scenario::Scenario;
-use crate::span::Span;
 use crate::topology::Images;
 
 /// The flags of `harness run`.
@@ -25,8 +24,8 @@ pub struct RunArgs {
     /// The folder of scenario files.
     #[arg(long, default_value_os_t = run::default_dir())]
     pub scenarios_dir: PathBuf,
-    /// The check interval T (e.g. `200ms`).
-    #[arg(long = "t", default_value = "200ms", value_parser = parse_abs)]
+    /// The check interval T (`200ms`, `1s`: a unit is required), 50 ms to 10 min.
+    #[arg(long = "t", default_value = "200ms", value_parser = crate::flags::check_interval)]
     pub t: Duration,
     /// The seed of every random choice (default: random, printed).
     #[arg(long)]
@@ -38,8 +37,8 @@ pub struct RunArgs {
     /// join the report.
     #[arg(long)]
     pub elector_junit: Option<PathBuf>,
-    /// Scheduling noise allowed on top of each bound (small against T).
-    #[arg(long, default_value = "50ms", value_parser = parse_abs)]
+    /// Scheduling noise allowed on top of each bound (small against T; less than T).
+    #[arg(long, default_value = "50ms", value_parser = crate::flags::duration)]
     pub slack: Duration,
     /// Runs every scenario this many times: a clause passes only if every run holds, and each
     /// figure is reported as the median and max over the runs.
@@ -50,10 +49,20 @@ pub struct RunArgs {
     pub images: crate::topology::images::ImageArgs,
 }
 
-fn parse_abs(s: &str) -> Result<Duration, String> {
-    match Span::parse(s)? {
-        Span::Abs(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!("{s:?}: give an absolute duration such as 200ms")),
+impl RunArgs {
+    /// The rules between flags (each flag's own range is checked as it is parsed).
+    ///
+    /// # Errors
+    /// `--slack` is not less than `--t`.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.slack >= self.t {
+            bail!(
+                "--slack {} is not less than --t {}: the slack is scheduling noise, small against T",
+                humantime::format_duration(self.slack),
+                humantime::format_duration(self.t)
+            );
+        }
+        Ok(())
     }
 }
 
@@ -209,6 +218,7 @@ fn clause_ids(text: &str) -> Vec<String> {
 
 /// Runs the suite; the exit code is non-zero when any clause fails.
 pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    args.validate()?;
     let scenarios = load(&args)?;
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     let images = Images::from(&args.images);

@@ -141,6 +141,13 @@ impl Timeline {
         self.record_at(Instant::now(), what);
     }
 
+    /// A copy of the entries later than `t_ms`, in time order.
+    pub fn entries_after(&self, t_ms: f64) -> Vec<Entry> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let from = entries.partition_point(|e| e.t_ms <= t_ms);
+        entries[from..].to_vec()
+    }
+
     /// A copy of every entry so far, in time order.
     pub fn entries(&self) -> Vec<Entry> {
         self.entries

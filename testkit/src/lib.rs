@@ -7,15 +7,18 @@
 //! | a Toxiproxy server in front of it, and the faults it injects | [`proxy`] |
 //! | capturing tracing events in order | [`logs`] |
 //! | the reference page's literal text (query, gauge name) | [`spec`] |
+//! | waiting on observed state | [`wait`] |
 
 pub mod images;
 pub mod logs;
 pub mod pg;
 pub mod proxy;
 pub mod spec;
+pub mod wait;
 
 pub use images::{ImageRef, Images};
 pub use logs::{Event, Logs};
 pub use pg::{backend_gone, leader_rows, pool_for, Pg};
 pub use proxy::Proxy;
 pub use spec::LEADER_QUERY as SPEC_LEADER_QUERY;
+pub use wait::eventually;

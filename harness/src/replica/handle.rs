@@ -50,7 +50,9 @@ const EVENT_CAPACITY: usize = 16_384;
 pub struct ReplicaSpec {
     /// `--name`: also the Postgres `application_name`.
     pub name: String,
-    /// `--dsn`; `None` boots a replica without an elector or loops (LOOP-4).
+    /// The DSN, handed over in the child's environment (`PLEXSPHERE_DSN`), never on its
+    /// command line, where `ps` would show its password; `None` boots a replica without an
+    /// elector or loops (LOOP-4).
     pub dsn: Option<String>,
     /// `--check-interval-ms`: T.
     pub check_interval: Duration,
@@ -131,7 +133,7 @@ impl ReplicaSpec {
         self
     }
 
-    /// The command line after `harness`: `replica --name ...`.
+    /// The command line after `harness`: `replica --name ...` (the DSN is not on it).
     pub fn args(&self) -> Vec<String> {
         fn ms(d: Duration) -> String {
             d.as_millis().to_string()
@@ -149,7 +151,6 @@ impl ReplicaSpec {
                 a.push(v);
             }
         };
-        opt("--dsn", self.dsn.clone());
         opt("--tick-ms", self.tick.map(ms));
         opt("--http", self.http.clone());
         opt("--pool-max-size", self.pool_max_size.map(|n| n.to_string()));
@@ -639,6 +640,10 @@ async fn start(
     for var in super::ENV_VARS {
         cmd.env_remove(var);
     }
+    if let Some(dsn) = &spec.dsn {
+        cmd.env(super::ENV_DSN, dsn);
+    }
+    cmd.env(super::ENV_PARENT, std::process::id().to_string());
     if let Some(filter) = &spec.rust_log {
         cmd.env("RUST_LOG", filter);
     }
@@ -786,7 +791,10 @@ mod tests {
             &args[..5],
             ["replica", "--name", "r1", "--check-interval-ms", "200"]
         );
-        assert!(args.windows(2).any(|w| w == ["--dsn", "postgres://x/y"]));
+        assert!(
+            !args.iter().any(|a| a.contains("postgres://")),
+            "the DSN stays off the command line: {args:?}"
+        );
         assert!(args
             .windows(2)
             .any(|w| w == ["--fail-loop", "invitations-expire"]));

@@ -66,6 +66,35 @@ pub const ENV_VARS: [&str; 11] = [
     "REPLICA_VERIFY_LOCK",
 ];
 
+/// The variable that carries the DSN (`--dsn`) to a replica the harness starts: unlike a
+/// command line, a process's environment is not shown by `ps`.
+pub const ENV_DSN: &str = "PLEXSPHERE_DSN";
+
+/// The variable in which the harness passes its pid to the replicas it starts.
+pub const ENV_PARENT: &str = "ELECTOR_REPLICA_PARENT";
+
+/// Makes this process die with the harness that started it: the kernel SIGKILLs it when its
+/// parent ends (`PR_SET_PDEATHSIG`), a frozen (SIGSTOPped) replica too, so a SIGKILLed harness
+/// leaves no replica polling the database. The signal follows the parent *thread*: the harness
+/// spawns replicas from its runtime's worker threads, which live as long as it does. A parent
+/// that ended before this call (its pid in [`ENV_PARENT`] is no longer the parent) ends the
+/// replica at once.
+///
+/// # Errors
+/// The kernel refused, or the parent is gone already.
+fn die_with_parent() -> anyhow::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .context("PR_SET_PDEATHSIG")?;
+    let expected = std::env::var(ENV_PARENT)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
+    let parent = nix::unistd::getppid().as_raw();
+    if let Some(expected) = expected.filter(|e| *e != parent) {
+        bail!("the harness that started this replica (pid {expected}) is gone");
+    }
+    Ok(())
+}
+
 /// The `replica` subcommand's flags (each also readable from the environment variable named).
 #[derive(Clone, Debug, clap::Args)]
 pub struct ReplicaArgs {
@@ -76,7 +105,7 @@ pub struct ReplicaArgs {
 
     /// The PostgreSQL connection string. Without one the replica builds no elector and wires no
     /// background loop (LOOP-4).
-    #[arg(long, env = "PLEXSPHERE_DSN")]
+    #[arg(long, env = ENV_DSN, hide_env_values = true)]
     pub dsn: Option<String>,
 
     /// The elector's check interval T, in milliseconds.
@@ -158,6 +187,7 @@ impl ReplicaArgs {
 /// [`BOOT_CONNECT_TIMEOUT`]); the caller prints the error on one line and exits non-zero.
 /// A database that goes away later is not an error: the elector logs and retries.
 pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
+    die_with_parent()?;
     // RUN-7: the elector's hook keeps a panic's stack unresolved for the ERROR line, written
     // after the unwind. The default hook would resolve and print a backtrace first when
     // RUST_BACKTRACE is set, delaying the unwind (and the abandonment) by a symbol load: print

@@ -23,7 +23,7 @@ use testcontainers_modules::postgres::Postgres;
 
 use super::cleanup::{self, Resource};
 use super::images::{ImageRef, Images, BUILD_HINT};
-use super::{PoolMode, DATABASE, PASSWORD, POSTGRES_PORT, USER};
+use super::{password, PoolMode, DATABASE, POSTGRES_PORT, USER};
 
 /// Toxiproxy's API port inside its container.
 pub const TOXIPROXY_API_PORT: u16 = 8474;
@@ -248,7 +248,7 @@ impl DockerServices {
             let mut pg = Postgres::default()
                 .with_db_name(DATABASE)
                 .with_user(USER)
-                .with_password(PASSWORD)
+                .with_password(password())
                 .with_name(&images.postgres.name)
                 .with_tag(&images.postgres.tag)
                 .with_network(network)
@@ -335,7 +335,7 @@ impl DockerServices {
                         .with_env_var("DB_HOST", &postgres_name)
                         .with_env_var("DB_PORT", POSTGRES_PORT.to_string())
                         .with_env_var("DB_USER", USER)
-                        .with_env_var("DB_PASSWORD", PASSWORD)
+                        .with_env_var("DB_PASSWORD", password())
                         .with_env_var("DB_NAME", DATABASE)
                         .with_env_var("POOL_MODE", mode.to_string())
                         // Transaction mode: one server session for every client, the case the

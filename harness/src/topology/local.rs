@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 
 use super::cleanup::{self, Resource};
-use super::{PoolMode, DATABASE, PASSWORD, USER};
+use super::{password, PoolMode, DATABASE, USER};
 
 /// How long a server may take to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -315,7 +315,7 @@ async fn template(pg_bin: &Path, run_as: RunAs) -> anyhow::Result<(PathBuf, Dura
     ));
     std::fs::create_dir_all(&building)?;
     let result = async {
-        std::fs::write(building.join("pwfile"), format!("{PASSWORD}\n"))?;
+        std::fs::write(building.join("pwfile"), format!("{}\n", password()))?;
         chown_tree(&building, run_as)?;
         let mut initdb = command(&pg_bin.join("initdb"), run_as);
         initdb
@@ -461,7 +461,7 @@ impl LocalServices {
         if let Some(bin) = pgbouncer_bin {
             std::fs::write(
                 dir.join("userlist.txt"),
-                format!("\"{USER}\" \"{PASSWORD}\"\n"),
+                format!("\"{USER}\" \"{}\"\n", password()),
             )?;
             chown_tree(&dir.join("userlist.txt"), run_as)?;
             for &mode in &options.pgbouncers {
@@ -526,12 +526,13 @@ impl LocalServices {
         std::fs::write(
             &ini,
             format!(
-                "[databases]\n{DATABASE} = host=127.0.0.1 port={pg} user={USER} password={PASSWORD}\n\
+                "[databases]\n{DATABASE} = host=127.0.0.1 port={pg} user={USER} password={password}\n\
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
                  auth_type = scram-sha-256\nauth_file = {users}\npool_mode = {mode}\n\
                  max_client_conn = 200\ndefault_pool_size = 20\n\
                  ignore_startup_parameters = extra_float_digits,options\nlogfile =\npidfile =\n",
                 pg = self.postgres_port,
+                password = password(),
                 users = self.dir.join("userlist.txt").display(),
             ),
         )?;

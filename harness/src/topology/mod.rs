@@ -28,7 +28,6 @@ pub mod docker;
 pub mod images;
 pub mod local;
 pub mod proxy;
-mod up;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -43,14 +42,70 @@ use tokio_postgres::NoTls;
 
 pub use self::images::{ImageRef, Images};
 pub use self::proxy::Toxiproxy;
-pub use self::up::{up, UpArgs};
 
 /// The database every service serves.
 pub const DATABASE: &str = "plexsphere";
 /// The PostgreSQL user.
 pub const USER: &str = "postgres";
-/// The PostgreSQL user's password.
+/// The PostgreSQL user's password when [`ENV_PASSWORD`] sets none.
 pub const PASSWORD: &str = "postgres";
+/// The environment variable that sets the throwaway database's password.
+pub const ENV_PASSWORD: &str = "ELECTOR_POSTGRES_PASSWORD";
+
+/// The PostgreSQL user's password: [`ENV_PASSWORD`], else [`PASSWORD`]. Read once per process.
+/// DSNs carry it; [`redact`] takes it out of any text that is shown or written.
+pub fn password() -> &'static str {
+    static PASSWORD_IN_USE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PASSWORD_IN_USE.get_or_init(|| {
+        std::env::var(ENV_PASSWORD)
+            .ok()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| PASSWORD.to_owned())
+    })
+}
+
+/// `text` with the password of every DSN in it replaced by `***`: the URL form
+/// (`postgres://user:secret@host`) and the key-value form (`password=secret`).
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        match (tail[..authority].rfind('@'), tail[..authority].find(':')) {
+            (Some(amp), Some(colon)) if colon < amp => {
+                out.push_str(&tail[..=colon]);
+                out.push_str("***");
+                rest = &tail[amp..];
+            }
+            _ => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    redact_key_values(&out)
+}
+
+/// The `password=…` pairs of a key-value DSN, redacted.
+fn redact_key_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        let (head, tail) = rest.split_at(at + "password=".len());
+        out.push_str(head);
+        let end = if let Some(quoted) = tail.strip_prefix('\'') {
+            quoted.find('\'').map_or(tail.len(), |e| e + 2)
+        } else {
+            tail.find(char::is_whitespace).unwrap_or(tail.len())
+        };
+        out.push_str("***");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
 /// PostgreSQL's (and PgBouncer's) port inside a container.
 pub const POSTGRES_PORT: u16 = 5432;
 /// The observer's `application_name`.
@@ -280,7 +335,7 @@ pub struct ProxyEndpoint {
 }
 
 impl ProxyEndpoint {
-    /// The replica's DSN: `postgres://postgres:postgres@127.0.0.1:<port>/plexsphere`.
+    /// The replica's DSN: `postgres://postgres:<password>@127.0.0.1:<port>/plexsphere`.
     pub fn dsn(&self) -> String {
         dsn_for(self.addr)
     }
@@ -321,10 +376,11 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// A DSN for PostgreSQL (or a PgBouncer, or a proxy) at `addr`.
+/// A DSN for PostgreSQL (or a PgBouncer, or a proxy) at `addr`, with the [`password`].
 pub fn dsn_for(addr: SocketAddr) -> String {
     format!(
-        "postgres://{USER}:{PASSWORD}@{}:{}/{DATABASE}",
+        "postgres://{USER}:{}@{}:{}/{DATABASE}",
+        password(),
         addr.ip(),
         addr.port()
     )
@@ -343,8 +399,8 @@ pub async fn try_connect(dsn: &str, timeout: Duration) -> anyhow::Result<tokio_p
     config.connect_timeout(timeout);
     let (client, connection) = tokio::time::timeout(timeout, config.connect(NoTls))
         .await
-        .map_err(|_| anyhow!("connecting to {dsn}: no answer in {timeout:?}"))?
-        .with_context(|| format!("connecting to {dsn}"))?;
+        .map_err(|_| anyhow!("connecting to {}: no answer in {timeout:?}", redact(dsn)))?
+        .with_context(|| format!("connecting to {}", redact(dsn)))?;
     tokio::spawn(connection);
     Ok(client)
 }
@@ -385,7 +441,8 @@ impl fmt::Debug for Topology {
     }
 }
 
-fn random_run_id() -> String {
+/// A new random run id (ten lowercase letters and digits).
+pub fn random_run_id() -> String {
     let alphabet: Vec<char> = ('a'..='z').chain('0'..='9').collect();
     (0..10)
         .map(|_| alphabet[fastrand::usize(..alphabet.len())])
@@ -848,6 +905,34 @@ impl Observer {
                 Ok(client.query(sql, params).await?)
             }
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dsn_passwords_are_redacted() {
+        assert_eq!(
+            redact("connecting to postgres://postgres:s3cret@127.0.0.1:5432/plexsphere: refused"),
+            "connecting to postgres://postgres:***@127.0.0.1:5432/plexsphere: refused"
+        );
+        assert_eq!(
+            redact("a postgresql://u:p@h/db and b postgres://u:q@[::1]:5/db?sslmode=disable"),
+            "a postgresql://u:***@h/db and b postgres://u:***@[::1]:5/db?sslmode=disable"
+        );
+        assert_eq!(
+            redact("host=h user=u password=s3cret dbname=d; password='a b' x"),
+            "host=h user=u password=*** dbname=d; password=*** x"
+        );
+        for kept in [
+            "postgres://h:5432/db",
+            "http://127.0.0.1:8474/proxies",
+            "no dsn",
+        ] {
+            assert_eq!(redact(kept), kept);
         }
     }
 }

@@ -106,10 +106,9 @@ async fn read_until(lines: &mut Lines, prefix: &str) -> String {
     found.unwrap_or_else(|| panic!("the child exited without printing {prefix:?}"))
 }
 
-/// The signal guard removes a topology's containers and network on SIGTERM (and SIGINT), as a
-/// Ctrl-C of `cargo test` would.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_signal_guard_removes_everything_on_sigterm() {
+/// Starts [`guard_child`] in a process of its own; returns it, its topology's run id, and its
+/// stdout (kept open while the child runs).
+async fn guard_child_running() -> (tokio::process::Child, String, Lines) {
     let exe = std::env::current_exe().expect("test binary");
     let mut child = tokio::process::Command::new(exe)
         .args([
@@ -125,6 +124,14 @@ async fn the_signal_guard_removes_everything_on_sigterm() {
         .expect("spawn the child test");
     let mut lines = lines_of(&mut child);
     let run = read_until(&mut lines, "RUN ").await;
+    (child, run, lines)
+}
+
+/// The signal guard removes a topology's containers and network on SIGTERM (and SIGINT), as a
+/// Ctrl-C of `cargo test` would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signal_guard_removes_everything_on_sigterm() {
+    let (mut child, run, _lines) = guard_child_running().await;
     assert_eq!(count_labelled(&run).await.unwrap(), (2, 1));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id().unwrap() as i32),
@@ -139,38 +146,46 @@ async fn the_signal_guard_removes_everything_on_sigterm() {
     assert_eq!(count_labelled(&run).await.unwrap(), (0, 0));
 }
 
-/// `harness up` removes everything on Ctrl-C (SIGINT); the sweep removes what a SIGKILLed
-/// `harness up` left.
+/// `harness up` removes everything on Ctrl-C (SIGINT).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn up_cleans_up_on_ctrl_c_and_the_sweep_after_sigkill() {
-    let up = |sig| async move {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
-            .args(["up", "--replicas", "0", "--pgbouncer", "transaction"])
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn harness up");
-        let mut lines = lines_of(&mut child);
-        let run = read_until(&mut lines, "run ").await;
-        read_until(&mut lines, "Ctrl-C").await;
-        assert_eq!(count_labelled(&run).await.unwrap(), (3, 1));
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id().unwrap() as i32), sig)
-            .unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-            .await
-            .expect("harness up exits")
-            .unwrap();
-        (run, status)
-    };
-
-    let (run, status) = up(nix::sys::signal::Signal::SIGINT).await;
+async fn up_cleans_up_on_ctrl_c() {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "up",
+            "--replicas",
+            "0",
+            "--pgbouncer",
+            "transaction",
+            "--out",
+        ])
+        .arg(env!("CARGO_TARGET_TMPDIR"))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn harness up");
+    let mut lines = lines_of(&mut child);
+    let run = read_until(&mut lines, "run ").await;
+    read_until(&mut lines, "Ctrl-C").await;
+    assert_eq!(count_labelled(&run).await.unwrap(), (3, 1));
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("harness up exits")
+        .unwrap();
     assert!(status.success(), "{status}");
     assert_eq!(count_labelled(&run).await.unwrap(), (0, 0), "after Ctrl-C");
+}
 
-    let (run, _) = up(nix::sys::signal::Signal::SIGKILL).await;
+/// What a SIGKILLed owner of a topology left (no signal guard, no reaper can act) is removed
+/// by the sweep of stale resources that every start runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_removes_what_a_sigkilled_run_left() {
+    let (mut child, run, _lines) = guard_child_running().await;
+    child.kill().await.expect("SIGKILL");
     assert_eq!(
         count_labelled(&run).await.unwrap(),
-        (3, 1),
+        (2, 1),
         "a SIGKILLed run leaves its containers"
     );
     let report = sweep(SweepScope::Stale).await.expect("sweep");

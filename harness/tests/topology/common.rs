@@ -6,6 +6,8 @@ use harness::topology::{try_connect, Topology};
 use tokio::time::Instant;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
+pub use testkit::eventually;
+
 /// A client connected to `dsn` with `application_name` = `app`.
 pub async fn client(dsn: &str, app: &str) -> Client {
     let dsn = format!("{dsn}?application_name={app}");
@@ -37,24 +39,6 @@ pub async fn backend_state(observer: &Client, pid: i32) -> Option<String> {
         .await
         .expect("pg_stat_activity")
         .and_then(|r| r.get::<_, Option<String>>(0))
-}
-
-/// Polls `cond` every 10 ms until it holds or `limit` passes; returns the time it took.
-pub async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> Option<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if cond().await {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Whether a fresh connection through `dsn` works (one `SELECT 1`).

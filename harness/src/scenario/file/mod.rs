@@ -34,6 +34,8 @@
 //! replicas, fault verbs, events or clause IDs, a key on a step or expectation it does not
 //! belong to.
 
+#[cfg(test)]
+mod fuzz;
 mod read;
 #[cfg(test)]
 mod round_trip;
@@ -47,7 +49,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::model::{ReplicaDecl, Scenario, WaitFor};
+use super::model::{ReplicaDecl, Scenario, Step, WaitFor};
 use crate::check::expect::Awaited;
 use crate::fault::Verb;
 use crate::snapshot::Story;
@@ -83,7 +85,7 @@ struct FileToml {
     invariants: bool,
     #[serde(default, skip_serializing_if = "is_full")]
     story: Story,
-    replicas: BTreeMap<String, ReplicaDecl>,
+    replicas: Spanned<BTreeMap<Spanned<String>, ReplicaDecl>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     step: Vec<Spanned<StepToml>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -174,18 +176,101 @@ struct ExpectToml {
     absent: bool,
 }
 
+/// One step as a person types it at a running `harness up` (`harness fault`, `harness heal`):
+/// the keys of a file's `[[step]]` that a fault or a heal takes, as data. [`Scenario::read_step`]
+/// reads it with a file's checks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypedStep {
+    /// `fault = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Verb>,
+    /// `heal = "…"`: the `as` name of an earlier fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<String>,
+    /// `target = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `latency = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Span>,
+    /// `jitter = "…"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Span>,
+    /// `as = "…"`.
+    #[serde(default, rename = "as", skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl TypedStep {
+    fn raw(&self) -> StepToml {
+        let spanned = |s: &Option<String>| s.clone().map(|v| Spanned::new(0..0, v));
+        StepToml {
+            fault: self.fault.map(Word),
+            heal: spanned(&self.heal),
+            target: spanned(&self.target),
+            latency: self.latency,
+            jitter: self.jitter,
+            name: spanned(&self.name),
+            ..StepToml::default()
+        }
+    }
+}
+
+/// The fault verbs as a file names them, in their order.
+pub fn verbs() -> &'static [&'static str] {
+    word::words::<Verb>()
+}
+
+/// Reads a fault verb as a file names it (`partition`, `kill-backend`, ...).
+///
+/// # Errors
+/// An unknown verb; the message lists the verbs there are.
+pub fn verb(word: &str) -> Result<Verb, String> {
+    word::parse_as("fault", word)
+}
+
 impl Scenario {
+    /// Reads `step` as the step after this scenario's steps, with the checks and messages a
+    /// file's `[[step]]` gets (an unknown replica or name, a verb on the wrong target, a heal
+    /// of no earlier fault, a latency without its delay).
+    ///
+    /// # Errors
+    /// What a file with this step at its end would be refused for.
+    pub fn read_step(&self, step: &TypedStep) -> Result<Step, String> {
+        read::next_step(self, step.raw())
+    }
+
     /// Reads and validates `path`.
     ///
     /// # Errors
     /// The file cannot be read, or is not a valid scenario (with the line of the mistake).
     pub fn load(path: &Path) -> Result<Scenario, FileError> {
-        let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        let bytes = std::fs::read(path).map_err(|e| FileError {
             file: path.display().to_string(),
             line: 0,
             message: format!("cannot read: {e}"),
         })?;
-        Scenario::parse(path, &text)
+        Scenario::parse_bytes(path, &bytes)
+    }
+
+    /// Parses and validates `bytes` as the content of `path`.
+    ///
+    /// # Errors
+    /// The bytes are not UTF-8 text (the line of the first that is not), or not a valid
+    /// scenario (with the line of the mistake).
+    pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Scenario, FileError> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Scenario::parse(path, text),
+            Err(e) => Err(FileError {
+                file: path.display().to_string(),
+                line: bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count()
+                    + 1,
+                message: format!("not UTF-8 text: {e}"),
+            }),
+        }
     }
 
     /// Parses and validates `text` as the content of `path`.

@@ -19,18 +19,26 @@ fn at<T>(span: Range<usize>, message: String) -> Result<T, Located> {
 
 /// The scenario `raw` says, read from `path`.
 pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> {
-    if raw.replicas.is_empty() {
-        return Err((None, "no [replicas]".into()));
+    let replicas_span = raw.replicas.span();
+    let replicas = raw.replicas.into_inner();
+    if replicas.is_empty() {
+        return at(replicas_span, "no replicas in [replicas]".into());
     }
-    if let Some(name) = raw.replicas.keys().find(|n| RESERVED.contains(&n.as_str())) {
+    if let Some(name) = replicas
+        .keys()
+        .find(|n| RESERVED.contains(&n.as_ref().as_str()))
+    {
         let message = format!(
-            "the replica name {name:?} is reserved ({})",
+            "the replica name {:?} is reserved ({})",
+            name.as_ref(),
             RESERVED.join(", ")
         );
-        return Err((None, message));
+        return at(name.span(), message);
     }
     let mut reader = Reader {
-        replicas: raw.replicas,
+        replicas: (replicas.into_iter())
+            .map(|(name, decl)| (name.into_inner(), decl))
+            .collect(),
         names: BTreeMap::new(),
     };
     let clauses = raw
@@ -60,6 +68,25 @@ pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> 
         steps,
         expect,
     })
+}
+
+/// Reads `raw` as the step after `scenario`'s steps, with the checks of a file's `[[step]]`:
+/// its replicas and the `as` names its steps took are known.
+pub(super) fn next_step(scenario: &Scenario, raw: StepToml) -> Result<Step, String> {
+    let names = (scenario.steps.iter())
+        .filter_map(|s| {
+            let verb = match s {
+                Step::Fault { verb, .. } => Some(*verb),
+                _ => None,
+            };
+            s.name().map(|n| (n.to_owned(), verb))
+        })
+        .collect();
+    let mut reader = Reader {
+        replicas: scenario.replicas.clone(),
+        names,
+    };
+    reader.step(Spanned::new(0..0, raw)).map_err(|(_, m)| m)
 }
 
 /// The words a target or an expectation's replica means by itself: no replica or `as` name

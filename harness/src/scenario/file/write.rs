@@ -22,7 +22,11 @@ pub(super) fn file(s: &Scenario) -> FileToml {
         tick: s.tick,
         invariants: s.invariants,
         story: s.story,
-        replicas: s.replicas.clone(),
+        replicas: spanned(
+            (s.replicas.iter())
+                .map(|(name, decl)| (spanned(name.clone()), decl.clone()))
+                .collect(),
+        ),
         step: s.steps.iter().map(|x| spanned(step(x))).collect(),
         expect: s.expect.iter().map(|x| spanned(expectation(x))).collect(),
     }

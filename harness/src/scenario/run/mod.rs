@@ -1,6 +1,7 @@
 //! Runs one scenario against a fresh topology: starts the services and the replicas
 //! ([`stage`]), interprets the steps ([`steps`]), stops everything, then hands the timeline to
 //! the [checks](crate::check) and the evidence to the [report](crate::report::evidence).
+//! [`Session`] is the same run taken a step at a time (`harness up`).
 
 mod stage;
 mod steps;
@@ -8,14 +9,17 @@ mod steps;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::check::{self, Bounds, Facts};
+use crate::fault::FaultRecord;
+use crate::replica::ReceivedEvent;
 use crate::report::evidence::{Evidence, Record};
 use crate::report::Source;
-use crate::scenario::model::Scenario;
-use crate::timeline::Entry;
-use crate::topology::Images;
+use crate::scenario::model::{Scenario, Step};
+use crate::timeline::{Entry, Timeline};
+use crate::topology::{Images, Topology, TopologyConfig};
 use stage::Stage;
 use steps::Player;
 
@@ -61,53 +65,192 @@ pub struct Outcome {
 /// The topology or a replica could not start, or the evidence could not be written (a step
 /// that failed, or a wait that timed out, is not an error: it fails the scenario's checks).
 pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outcome> {
-    let began = Instant::now();
-    let t = scenario.t.map_or(opts.t, |s| s.at(opts.t));
-    let tick = scenario.tick.map_or(t, |s| s.at(t));
-    let evidence = Evidence::create(&opts.out, opts.evidence_dir(&scenario.name))?;
-    let mut stage = Stage::start(scenario, opts, t, tick, &evidence).await?;
-    let mut player = Player::new(&mut stage, t, opts.seed);
-    let step_errors = player.play(&scenario.steps).await;
-    let marks = player.into_marks();
-    let sample = stage.sample_every();
-    let (entries, rows) = stage.stop().await;
+    let topology = TopologyConfig::docker().images(opts.images.clone());
+    let mut session = Session::start(scenario, opts, topology).await?;
+    let step_errors = session.play(&scenario.steps).await;
+    session.finish(scenario, &step_errors).await
+}
 
-    let logs = evidence.read_logs(scenario.replicas.keys());
-    let facts = Facts {
-        entries: &entries,
-        rows: &rows,
-        marks: &marks,
-        logs: &logs,
-        bounds: Bounds {
+/// One scenario run in progress: its stage (topology, replicas, nemesis, samplers, timeline),
+/// the step player, and its evidence folder. [`run`] plays a file's steps at once; `harness
+/// up` plays steps one at a time, as a person types them.
+pub struct Session {
+    player: Player,
+    evidence: Evidence,
+    bounds: Bounds,
+    began: Instant,
+    played: usize,
+}
+
+/// A replica's events: the history so far and the live rest.
+#[derive(Debug)]
+pub struct ReplicaEvents {
+    /// The replica.
+    pub replica: String,
+    /// Every event received before the subscription began (or just after).
+    pub so_far: Vec<ReceivedEvent>,
+    /// The events from the subscription on.
+    pub live: broadcast::Receiver<ReceivedEvent>,
+}
+
+/// What one step did: when it began and ended (ms since the run's start) and the faults it
+/// applied or lifted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Acted {
+    /// When the step began.
+    pub began_ms: f64,
+    /// When it was done.
+    pub ended_ms: f64,
+    /// The faults it applied or lifted, in order.
+    pub records: Vec<FaultRecord>,
+}
+
+impl Session {
+    /// Creates the evidence folder, starts the topology `topology` describes (plus what the
+    /// replicas need), the replicas of `scenario` and the samplers.
+    ///
+    /// # Errors
+    /// The folder, the topology or a replica could not be made (what started is removed).
+    pub async fn start(
+        scenario: &Scenario,
+        opts: &RunOptions,
+        topology: TopologyConfig,
+    ) -> anyhow::Result<Session> {
+        let began = Instant::now();
+        let t = scenario.t.map_or(opts.t, |s| s.at(opts.t));
+        let tick = scenario.tick.map_or(t, |s| s.at(t));
+        let evidence = Evidence::create(&opts.out, opts.evidence_dir(&scenario.name))?;
+        let stage = Stage::start(scenario, topology, &opts.binary, (t, tick), &evidence).await?;
+        let bounds = Bounds {
             t,
             tick,
-            sample,
+            sample: stage.sample_every(),
             slack: opts.slack,
-        },
-    };
-    let checks = check::scenario(
-        &scenario.clauses,
-        scenario.invariants,
-        &scenario.expect,
-        &step_errors,
-        &facts,
-    );
-    let replicas: Vec<String> = scenario.replicas.keys().cloned().collect();
-    evidence.write(&Record {
-        scenario: &scenario.name,
-        entries: &entries,
-        replicas: &replicas,
-        t,
-        checks: &checks,
-        rows: &rows,
-    })?;
-    let source = Source {
-        name: scenario.name.clone(),
-        seconds: began.elapsed().as_secs_f64(),
-        checks,
-        evidence: Some(evidence.relative().to_owned()),
-    };
-    Ok(Outcome { source, entries })
+        };
+        Ok(Session {
+            player: Player::new(stage, t, opts.seed),
+            evidence,
+            bounds,
+            began,
+            played: 0,
+        })
+    }
+
+    /// Plays `steps` in order until one fails; returns what failed.
+    pub async fn play(&mut self, steps: &[Step]) -> Vec<String> {
+        self.played += steps.len();
+        self.player.play(steps).await
+    }
+
+    /// Plays one more step, numbered after those played so far.
+    ///
+    /// # Errors
+    /// The step could not be carried out; nothing is recorded for it but its label.
+    pub async fn act(&mut self, step: &Step) -> anyhow::Result<Acted> {
+        let before = self.player.stage.nemesis.records().len();
+        let began_ms = self.player.now_ms();
+        self.played += 1;
+        self.player.play_one(self.played, step).await?;
+        let records = self.player.stage.nemesis.records().split_off(before);
+        Ok(Acted {
+            began_ms,
+            ended_ms: self.player.now_ms(),
+            records,
+        })
+    }
+
+    /// The run's timeline (faults, steps and samples as they are recorded; the replicas' events
+    /// join it when the run finishes: [`events`](Self::events) has them live).
+    pub fn timeline(&self) -> &Timeline {
+        &self.player.stage.timeline
+    }
+
+    /// Each replica's events: those received so far, and a subscription to the rest (which
+    /// may repeat the last few of those so far: skip what is not later than them).
+    pub fn events(&self) -> Vec<ReplicaEvents> {
+        (self.player.stage.replicas.iter())
+            .map(|(name, p)| {
+                let live = p.events();
+                ReplicaEvents {
+                    replica: name.clone(),
+                    so_far: p.history(),
+                    live,
+                }
+            })
+            .collect()
+    }
+
+    /// Each replica's name, pid and HTTP base URL.
+    pub fn replicas(&self) -> Vec<(String, u32, String)> {
+        (self.player.stage.replicas.iter())
+            .map(|(name, p)| (name.clone(), p.pid(), p.base_url()))
+            .collect()
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.player.stage.topology
+    }
+
+    /// Milliseconds since the run's start.
+    pub fn now_ms(&self) -> f64 {
+        self.player.now_ms()
+    }
+
+    /// The bounds the checks use.
+    pub fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
+    /// The evidence folder, relative to the output folder.
+    pub fn evidence(&self) -> &str {
+        self.evidence.relative()
+    }
+
+    /// Stops everything, decides the checks of `scenario` (its clauses, invariants and
+    /// expectations, and `step_errors`) and writes the evidence.
+    ///
+    /// # Errors
+    /// The evidence could not be written.
+    pub async fn finish(
+        self,
+        scenario: &Scenario,
+        step_errors: &[String],
+    ) -> anyhow::Result<Outcome> {
+        let (stage, marks) = self.player.into_parts();
+        let (entries, rows) = stage.stop().await;
+        let logs = self.evidence.read_logs(scenario.replicas.keys());
+        let facts = Facts {
+            entries: &entries,
+            rows: &rows,
+            marks: &marks,
+            logs: &logs,
+            bounds: self.bounds,
+        };
+        let checks = check::scenario(
+            &scenario.clauses,
+            scenario.invariants,
+            &scenario.expect,
+            step_errors,
+            &facts,
+        );
+        let replicas: Vec<String> = scenario.replicas.keys().cloned().collect();
+        self.evidence.write(&Record {
+            scenario: &scenario.name,
+            entries: &entries,
+            replicas: &replicas,
+            t: self.bounds.t,
+            checks: &checks,
+            rows: &rows,
+        })?;
+        let source = Source {
+            name: scenario.name.clone(),
+            seconds: self.began.elapsed().as_secs_f64(),
+            checks,
+            evidence: Some(self.evidence.relative().to_owned()),
+        };
+        Ok(Outcome { source, entries })
+    }
 }
 
 /// Where the scenario files are, by default: `scenarios/` at the workspace root.

@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::time::Instant;
 
-use super::RunOptions;
 use crate::check::WorkRow;
 use crate::event::WORK_TABLE_DDL;
 use crate::fault::Nemesis;
@@ -56,18 +55,21 @@ fn free_port() -> anyhow::Result<u16> {
 }
 
 impl Stage {
-    /// Starts the topology and every replica of `scenario`, then the samplers.
+    /// Starts the topology `config` describes (with the PgBouncers and proxy ports the
+    /// scenario's replicas need) and every replica of `scenario` (`binary replica ...`), then
+    /// the samplers.
     pub(super) async fn start(
         scenario: &Scenario,
-        opts: &RunOptions,
-        t: Duration,
-        tick: Duration,
+        config: TopologyConfig,
+        binary: &std::path::Path,
+        clock: (Duration, Duration),
         evidence: &Evidence,
     ) -> anyhow::Result<Stage> {
+        let (t, tick) = clock;
         let paths = scenario.replicas.values().filter_map(|d| path_of(d.path));
-        let config = TopologyConfig::docker()
-            .images(opts.images.clone())
-            .for_paths(paths.collect::<Vec<_>>());
+        let config = config
+            .for_paths(paths.collect::<Vec<_>>())
+            .proxies(scenario.replicas.len());
         let topology = Topology::start(config)
             .await
             .context("starting the topology")?;
@@ -80,7 +82,7 @@ impl Stage {
         // The run's clock starts as the replicas start; DB times are mapped onto it.
         let run_start = Instant::now();
         let clock = DbClock::read(&observer, run_start).await?;
-        let replicas = spawn(&opts.binary, specs).await?;
+        let replicas = spawn(binary, specs).await?;
         let timeline = Timeline::starting_at(run_start);
         let every = (t / 10).max(Duration::from_millis(10));
         let samplers = Samplers::start(&timeline, observer.clone(), targets, every, t / 2);

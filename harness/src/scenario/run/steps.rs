@@ -13,9 +13,9 @@ use crate::observe::Latest;
 use crate::scenario::model::{Control, Latency, Span, Step, Target, WaitFor};
 use crate::timeline::{Mark, Marks, What};
 
-/// Plays steps on a stage.
-pub(super) struct Player<'s> {
-    stage: &'s mut Stage,
+/// Plays steps on a stage (which it owns until [`into_parts`](Player::into_parts)).
+pub(super) struct Player {
+    pub(super) stage: Stage,
     t: Duration,
     rng: fastrand::Rng,
     marks: Marks,
@@ -23,9 +23,9 @@ pub(super) struct Player<'s> {
     faults: BTreeMap<String, (Verb, String)>,
 }
 
-impl<'s> Player<'s> {
+impl Player {
     /// A player at check interval `t` whose random choices follow `seed`.
-    pub(super) fn new(stage: &'s mut Stage, t: Duration, seed: u64) -> Self {
+    pub(super) fn new(stage: Stage, t: Duration, seed: u64) -> Self {
         Self {
             stage,
             t,
@@ -35,28 +35,35 @@ impl<'s> Player<'s> {
         }
     }
 
-    /// The moments the steps named.
-    pub(super) fn into_marks(self) -> Marks {
-        self.marks
+    /// The stage back, and the moments the steps named.
+    pub(super) fn into_parts(self) -> (Stage, Marks) {
+        (self.stage, self.marks)
     }
 
     /// Plays `steps` in order, each labelled on the timeline as it begins, until one fails;
     /// returns what failed (nothing when every step was carried out).
     pub(super) async fn play(&mut self, steps: &[Step]) -> Vec<String> {
         for (i, step) in steps.iter().enumerate() {
-            let label = step.label();
-            self.stage.timeline.record(What::Step {
-                label: format!("{}: {label}", i + 1),
-                acts: step.acts(),
-            });
-            if let Err(e) = self.step(step).await {
-                return vec![format!("step {} ({label}): {e:#}", i + 1)];
+            if let Err(e) = self.play_one(i + 1, step).await {
+                return vec![format!("step {} ({}): {e:#}", i + 1, step.label())];
             }
         }
         Vec::new()
     }
 
-    fn now_ms(&self) -> f64 {
+    /// Plays `step` as step number `number`, labelled on the timeline as it begins.
+    ///
+    /// # Errors
+    /// The step could not be carried out (a wait that timed out, a fault that failed).
+    pub(super) async fn play_one(&mut self, number: usize, step: &Step) -> anyhow::Result<()> {
+        self.stage.timeline.record(What::Step {
+            label: format!("{number}: {}", step.label()),
+            acts: step.acts(),
+        });
+        self.step(step).await
+    }
+
+    pub(super) fn now_ms(&self) -> f64 {
         let timeline = &self.stage.timeline;
         timeline.offset(Instant::now()).as_secs_f64() * 1000.0
     }
@@ -134,7 +141,7 @@ impl<'s> Player<'s> {
             latency: l.delay.at(self.t),
             jitter: l.jitter.map_or(Duration::ZERO, |j| j.at(self.t)),
         });
-        let stage = &mut *self.stage;
+        let stage = &mut self.stage;
         let r = (stage.nemesis)
             .apply(verb, &target, delay, &mut stage.replicas)
             .await?;
@@ -153,7 +160,7 @@ impl<'s> Player<'s> {
     async fn heal(&mut self, fault: &str, began_ms: f64) -> anyhow::Result<Mark> {
         let (verb, target) = (self.faults.get(fault).cloned())
             .ok_or_else(|| anyhow!("no fault named {fault:?} was applied"))?;
-        let stage = &mut *self.stage;
+        let stage = &mut self.stage;
         let records = (stage.nemesis)
             .lift(verb, &target, &mut stage.replicas)
             .await?;
