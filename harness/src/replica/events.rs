@@ -195,33 +195,44 @@ impl LeadershipStream {
     }
 }
 
-/// The worker events between two snapshots of the statuses: a restart (the count grew, or the
-/// worker is waiting for one) and an exhausted budget. Stops are reported at shutdown.
-pub(crate) fn worker_events(
-    before: &BTreeMap<String, WorkerStatus>,
-    now: &BTreeMap<String, WorkerStatus>,
-) -> Vec<ReplicaEvent> {
-    let mut events = Vec::new();
-    for (name, status) in now {
-        let (restarts, state) = before
-            .get(name)
-            .map_or((0, WorkerState::Stopped), |s| (s.restarts, s.state.clone()));
-        // A restart shows as the restarting state, or (when that state came and went between
-        // two looks) as a grown count; once seen as restarting, the same restart is not repeated.
-        let restarting = (status.state == WorkerState::Restarting || status.restarts > restarts)
-            && state != WorkerState::Restarting;
-        let exhausted = status.state == WorkerState::Exhausted && state != WorkerState::Exhausted;
-        for (happened, what) in [(restarting, "restarting"), (exhausted, "exhausted")] {
-            if happened {
-                events.push(ReplicaEvent::Worker {
-                    worker: name.clone(),
-                    state: what.to_owned(),
-                    exit: status.last_exit.clone(),
-                });
+/// What the worker stream has reported so far: per worker, how many restarts and whether its
+/// exhaustion.
+#[derive(Debug, Default)]
+pub(crate) struct SeenWorkers {
+    restarts: BTreeMap<String, u32>,
+    exhausted: BTreeMap<String, bool>,
+}
+
+impl SeenWorkers {
+    /// The worker events that take the stream from what was reported to `now`: one `restarting`
+    /// per restart begun (a restart is begun when the worker waits in `Restarting`, or counted
+    /// once it runs again, so restarts that came and went between two looks are all reported),
+    /// and `exhausted` once. Stops are reported at shutdown.
+    pub(crate) fn advance(&mut self, now: &BTreeMap<String, WorkerStatus>) -> Vec<ReplicaEvent> {
+        let mut events = Vec::new();
+        for (name, status) in now {
+            let begun = status.restarts + u32::from(status.state == WorkerState::Restarting);
+            let reported = self.restarts.entry(name.clone()).or_default();
+            for _ in *reported..begun {
+                events.push(worker_event(name, "restarting", status));
+            }
+            *reported = (*reported).max(begun);
+            let exhausted = self.exhausted.entry(name.clone()).or_default();
+            if status.state == WorkerState::Exhausted && !*exhausted {
+                *exhausted = true;
+                events.push(worker_event(name, "exhausted", status));
             }
         }
+        events
     }
-    events
+}
+
+fn worker_event(name: &str, state: &str, status: &WorkerStatus) -> ReplicaEvent {
+    ReplicaEvent::Worker {
+        worker: name.to_owned(),
+        state: state.to_owned(),
+        exit: status.last_exit.clone(),
+    }
 }
 
 /// Streams the supervisor's status watch as worker events until the supervisor goes away.
@@ -230,13 +241,14 @@ pub(crate) fn stream_workers(
     mut changes: watch::Receiver<BTreeMap<String, WorkerStatus>>,
 ) {
     tokio::spawn(async move {
-        let mut before = changes.borrow_and_update().clone();
-        while changes.changed().await.is_ok() {
-            let now = changes.borrow_and_update().clone();
-            for event in worker_events(&before, &now) {
+        let mut seen = SeenWorkers::default();
+        loop {
+            for event in seen.advance(&changes.borrow_and_update()) {
                 emitter.emit(event);
             }
-            before = now;
+            if changes.changed().await.is_err() {
+                return;
+            }
         }
     });
 }
@@ -369,23 +381,33 @@ mod tests {
 
     #[test]
     fn worker_restarts_and_exhaustion_are_reported_once() {
-        let running = status(WorkerState::Running, 0);
-        let restarting = status(WorkerState::Restarting, 0);
-        let again = status(WorkerState::Running, 1);
-        let exhausted = status(WorkerState::Exhausted, 1);
         let event = |state: &str| ReplicaEvent::Worker {
             worker: "sse-relay".into(),
             state: state.into(),
             exit: Some("panicked: x".into()),
         };
-        assert_eq!(worker_events(&running, &restarting), [event("restarting")]);
-        assert_eq!(worker_events(&restarting, &again), []);
+        let mut seen = SeenWorkers::default();
+        assert_eq!(seen.advance(&status(WorkerState::Running, 0)), []);
         assert_eq!(
-            worker_events(&running, &again),
+            seen.advance(&status(WorkerState::Restarting, 0)),
+            [event("restarting")]
+        );
+        assert_eq!(seen.advance(&status(WorkerState::Running, 1)), []);
+        // Two restarts came and went unseen: both are reported.
+        assert_eq!(
+            seen.advance(&status(WorkerState::Restarting, 2)),
+            [event("restarting"), event("restarting")]
+        );
+        assert_eq!(
+            seen.advance(&status(WorkerState::Exhausted, 3)),
+            [event("exhausted")]
+        );
+        assert_eq!(seen.advance(&status(WorkerState::Exhausted, 3)), []);
+        let mut late = SeenWorkers::default();
+        assert_eq!(
+            late.advance(&status(WorkerState::Running, 1)),
             [event("restarting")],
             "a restart seen only by its count"
         );
-        assert_eq!(worker_events(&again, &exhausted), [event("exhausted")]);
-        assert_eq!(worker_events(&exhausted, &exhausted), []);
     }
 }
