@@ -287,13 +287,9 @@ impl DockerServices {
             for i in 0..options.proxy_ports.min(MAX_PROXY_PORTS) {
                 image = image.with_exposed_port((FIRST_PROXY_PORT + i).tcp());
             }
-            // The partition model of the `timeout` toxic, which `partition` relies on (see the
-            // toxiproxy-server crate docs, "The `timeout` toxic"); the upstream image ignores it.
+            // Upstream's semantics (the default): `partition` holds closes with a `slow_close`,
+            // so it needs no partition mode, and the upstream image gives the same results.
             let c = image
-                .with_env_var(
-                    toxiproxy_server::cli::ENV_TIMEOUT_MODE,
-                    toxiproxy_server::TimeoutMode::Partition.as_str(),
-                )
                 .with_network(network)
                 .with_container_name(&toxiproxy_name)
                 .with_labels(cleanup::labels(run, "toxiproxy"))

@@ -6,8 +6,8 @@
 //!   (database `plexsphere`, user `postgres` / `postgres`, SCRAM over TCP) is made once per
 //!   machine under `/var/tmp` and copied for each run.
 //! - PgBouncer: the `pgbouncer` binary (Debian: `apt-get install pgbouncer`).
-//! - Toxiproxy: [`toxiproxy_server::Server`] on the caller's runtime, its `timeout` toxic in
-//!   the partition mode (`TimeoutMode::Partition`).
+//! - Toxiproxy: [`toxiproxy_server::Server`] on the caller's runtime, with upstream
+//!   Toxiproxy's semantics.
 //!
 //! PostgreSQL and PgBouncer refuse to run as root: when the harness runs as root they run as
 //! `nobody` (through `setpriv`), and the run's directory is handed to that user. Every child is
@@ -408,10 +408,7 @@ impl LocalServices {
         cleanup::register(Resource::Dir(dir.clone()));
         let spawner = Spawner::new()?;
         let toxiproxy_clock = Instant::now();
-        // The partition model of the `timeout` toxic, which `partition` relies on (see the
-        // toxiproxy-server crate docs, "The `timeout` toxic").
         let toxiproxy = toxiproxy_server::Server::new()
-            .timeout_mode(toxiproxy_server::TimeoutMode::Partition)
             .start("127.0.0.1:0")
             .await
             .context("starting the in-process Toxiproxy server")?;

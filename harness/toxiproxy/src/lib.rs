@@ -54,38 +54,22 @@
 //!
 //! ## Who depends on the partition model
 //!
-//! The workspace's harness (`harness/`) does: its `partition` fault (`harness/src/fault.rs`) is
-//! a `timeout` 0 on both streams of one replica's proxy, meant as a silent black hole, and both
-//! of its backends select `partition` (`harness/src/topology/docker.rs` sets
-//! `TOXIPROXY_TIMEOUT_MODE=partition` on the container, `harness/src/topology/local.rs` calls
-//! [`Server::timeout_mode`]). Of the scenarios (`scenarios/*.toml`), two use `partition`:
+//! Nothing in the workspace any more; it stays for whoever models a partition with `timeout`
+//! alone, as Toxiproxy 2.1.0's users did. The harness's `partition` fault
+//! (`harness/src/fault.rs`) is a `timeout` 0 followed by a `slow_close` of a day on each stream
+//! of one replica's proxy: a partition under either semantics (the `slow_close` holds a close
+//! that upstream's `timeout` lets through), and removing both closes the connection (test
+//! `slow_close_behind_a_timeout_holds_the_close_like_a_partition`). The harness runs this
+//! server with upstream's semantics, so the upstream image drops in with the same results.
 //!
-//! - `leader-partition` depends on it. The cut leader's check gets no answer, so it demotes
-//!   within 2T (DEM-2); demoting drops the lock connection, and deadpool-postgres's
-//!   `ClientWrapper` aborts its connection task on drop, so the replica closes its socket at
-//!   once (its last query still unanswered). With `partition`, that close stays in the proxy:
-//!   PostgreSQL keeps the idle session until `idle_session_timeout` (3T, ORPH-1) ends it, and
-//!   the expectation "ORPH-2 `lock_released` after the cut, not before 3T, within 4T" holds.
-//!   With `upstream`, the proxy closes the server side at the demotion and PostgreSQL drops the
-//!   lock then: measured at T = 200 ms, `lock_released` came 386 ms (1.93T) after the cut, right
-//!   after the demotion, and ORPH-2 failed ("bound 4T, not before 3T"). Its other expectations
-//!   (demoted within 2T, a standby leads within 5T) and its snapshot hold in both modes.
-//! - `flapping-network` does not: it partitions the leader, then a standby, for 1.5T each, and
-//!   the heal closes the connections in both modes, so the lock goes no later than the heal
-//!   either way (earlier with `upstream` when the leader demotes first, which is a race by
-//!   design). Its checks are invariants and upper bounds and its snapshot keeps only steps and
-//!   faults: it passed in `upstream` mode too.
-//!
-//! No other scenario uses `partition`; `stall` (`bandwidth` 0), `latency`, `reset` and
-//! `disable` do not involve the `timeout` toxic. The harness's own fault tests partition a
-//! client that stays open until the heal, so they pass in both modes.
-//!
-//! With the upstream image (`ghcr.io/shopify/toxiproxy:2.12.0`), which ignores the variable,
-//! `leader-partition` needs the fault itself to hold the close: upstream's `slow_close` delays
-//! an end of stream, and its removal ends the wait. A `timeout` 0 followed by a `slow_close`
-//! with a long delay on each stream is a partition under either semantics, and removing both
-//! closes the connection (test `slow_close_behind_a_timeout_holds_the_close_like_a_partition`).
-//!
+//! Before that change, `leader-partition` depended on the partition mode: the cut leader
+//! demotes within 2T (DEM-2) and drops its lock connection, and deadpool-postgres aborts the
+//! connection task on drop, so the replica closes its socket at once. With `timeout` alone in
+//! upstream mode that close reached PostgreSQL, which dropped the lock at the demotion: measured
+//! at T = 200 ms, `lock_released` came 1.93T after the cut and ORPH-2 ("not before 3T, within
+//! 4T") failed. `flapping-network` passed in both modes (its heal closes the connections either
+//! way). No other scenario uses `partition`.
+
 //! # Remaining differences from upstream 2.12.0
 //!
 //! - `partition` mode, above (off by default).
