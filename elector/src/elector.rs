@@ -29,10 +29,9 @@ pub struct Elector {
 pub(crate) struct Inner {
     pub(crate) pool: deadpool_postgres::Pool,
     pub(crate) interval: Duration,
-    /// ORPH-1: the lock session's `idle_session_timeout`, in ms.
-    pub(crate) idle_session_timeout_ms: u32,
+    /// The standby's attempt, which also sets the orphaned-session bound on a grant (ORPH-1).
+    pub(crate) attempt: String,
     pub(crate) verify_lock: bool,
-    pub(crate) detect_shared_session: bool,
     pub(crate) gauge: LeaderGauge,
     /// ISL-1: the one source of truth for `is_leader`.
     pub(crate) leader: AtomicBool,
@@ -90,9 +89,11 @@ impl Elector {
             inner: Arc::new(Inner {
                 pool: config.pool,
                 interval,
-                idle_session_timeout_ms,
+                attempt: crate::sql::try_lock(
+                    idle_session_timeout_ms,
+                    config.detect_shared_session,
+                ),
                 verify_lock: config.verify_lock,
-                detect_shared_session: config.detect_shared_session,
                 gauge,
                 leader: AtomicBool::new(false),
                 current: Mutex::new(None),

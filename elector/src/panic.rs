@@ -6,6 +6,9 @@
 //! The hook captures the frames only; their symbols are resolved when the ERROR line is written,
 //! after the unwind. Resolving them in the hook (reading the binary's debug info on the first
 //! panic of a process) delayed the unwind, and with it RUN-7's abandonment, by ~0.7 T at T = 200 ms.
+//! The ERROR line is written on a blocking thread ([`log_resolved`]) for the same reason: a
+//! loaded host took 1.4 s to resolve a first panic's stack, and the tick's outcome (READY-4's
+//! probe) waited for it.
 
 use std::backtrace::Backtrace;
 use std::cell::RefCell;
@@ -28,11 +31,25 @@ pub(crate) fn install_hook() {
     });
 }
 
-/// The stack of the last panic on this thread, if the hook saw one.
-pub(crate) fn take_stack() -> String {
-    LAST_STACK
-        .with(|s| s.borrow_mut().take())
-        .map_or_else(|| "<stack unavailable>".to_owned(), |b| b.to_string())
+/// The stack of the last panic on this thread, if the hook saw one, unresolved.
+pub(crate) fn take_stack() -> Option<Backtrace> {
+    LAST_STACK.with(|s| s.borrow_mut().take())
+}
+
+/// Writes `line` with the resolved text of `stack` on a blocking thread, under the caller's
+/// subscriber: resolving the symbols (reading the binary's debug info, hundreds of ms on the
+/// first panic of a process, more on a loaded host) never holds up the caller, whose outcome
+/// (a probe, a restart) is reported at once.
+pub(crate) fn log_resolved(stack: Option<Backtrace>, line: impl FnOnce(&str) + Send + 'static) {
+    let dispatch = tracing::dispatcher::get_default(Clone::clone);
+    let write = move || {
+        let text = stack.map_or_else(|| "<stack unavailable>".to_owned(), |b| b.to_string());
+        tracing::dispatcher::with_default(&dispatch, || line(&text));
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => drop(rt.spawn_blocking(write)),
+        Err(_) => write(),
+    }
 }
 
 /// The panic's value as text, as Go's `%v` of a recovered value would print it.

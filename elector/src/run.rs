@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::elector::Inner;
 use crate::leadership::CheckOutcome;
 use crate::session::{Grant, Loan, LockSession};
-use crate::{sql, Elector, Error};
+use crate::{Elector, Error};
 
 impl Elector {
     /// Takes part in the election until `shutdown` is cancelled (spec: `Run`).
@@ -115,17 +115,15 @@ impl Drop for Running {
 /// grant, the bound and then the term. Its outcome goes to the leadership watch.
 async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
     let failed = match try_lock(inner).await {
-        Ok(Some(grant)) => match grant.bound(inner).await {
-            Ok(session) => {
-                tracing::info!(
-                    term = session.term_number(),
-                    backend_pid = session.backend_pid(),
-                    "background leader lock acquired"
-                );
-                return Some(session);
-            }
-            Err(e) => e,
-        },
+        Ok(Some(grant)) => {
+            let session = grant.begin(inner);
+            tracing::info!(
+                term = session.term_number(),
+                backend_pid = session.backend_pid(),
+                "background leader lock acquired"
+            );
+            return Some(session);
+        }
         Ok(None) => {
             tracing::debug!("background leader lock held elsewhere");
             inner.leadership.checked(CheckOutcome::Refused);
@@ -149,12 +147,7 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
         .await
         .map_err(|_| Error::Timeout(t))??;
     let loan = Loan::new(object);
-    let attempt = if inner.detect_shared_session {
-        sql::TRY_LOCK
-    } else {
-        sql::TRY_LOCK_UNGUARDED
-    };
-    let answer = loan.query(attempt, t).await?;
+    let answer = loan.query(&inner.attempt, t).await?;
     let row = answer.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some((
             row.get(0).unwrap_or_default().to_owned(),
@@ -163,7 +156,8 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
         _ => None,
     });
     match row {
-        Some((outcome, Some(pid))) if outcome == "granted" => loan.grant(pid).map(Some),
+        Some((outcome, Some(pid))) if outcome == "granted" => loan.grant(pid, true).map(Some),
+        Some((outcome, Some(pid))) if outcome == "unbounded" => loan.grant(pid, false).map(Some),
         Some((outcome, _)) if outcome == "refused" => {
             loan.give_back();
             Ok(None)

@@ -7,12 +7,12 @@
 //! | stage | type | dropped (a future dropped, an error, a panic) |
 //! |---|---|---|
 //! | a pooled connection lent to one standby check | [`Loan`] | detached from the pool and closed |
-//! | the lock granted, the bound not yet set | [`Grant`] | closed: the lock goes with the session |
+//! | the lock granted with its bound, the term not begun | [`Grant`] | closed: the lock goes with the session |
 //! | a live term on the lock session | [`LockSession`] | term ended (abandoned), then closed |
 //!
 //! Only an answer that proves the session unchanged gives a loan back to the pool (RUN-2); a
-//! grant detaches it for good (RUN-3). A term begins only once the orphaned-session bound is set
-//! (ORPH-1), so no moment exists where a term is live without it.
+//! grant detaches it for good (RUN-3). The statement that wins the grant sets the orphaned-session
+//! bound (ORPH-1), so no moment exists where the lock is held without it, term or no term.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -67,12 +67,15 @@ impl Loan {
         drop(self.0.take());
     }
 
-    /// The lock was granted on this session: detach it from the pool for good (RUN-3).
-    pub(crate) fn grant(mut self, backend_pid: i32) -> Result<Grant, Error> {
+    /// The lock was granted on this session, with the orphaned-session bound set by the same
+    /// statement unless the server lacks the setting (`bounded`): detach it from the pool for
+    /// good (RUN-3).
+    pub(crate) fn grant(mut self, backend_pid: i32, bounded: bool) -> Result<Grant, Error> {
         let object = self.0.take().ok_or(Error::LockGone)?;
         Ok(Grant {
             client: Object::take(object),
             backend_pid,
+            bounded,
         })
     }
 }
@@ -85,31 +88,28 @@ impl Drop for Loan {
     }
 }
 
-/// The lock, granted on a connection detached from the pool, before its term: the orphaned
-/// session bound is not set yet. Dropping it closes the connection, and the lock goes with it.
+/// The lock, granted on a connection detached from the pool, before its term. The statement
+/// that won the grant also set the orphaned-session bound (ORPH-1), so the server ends this
+/// session within 4·T of its last statement even if its answer or its close is lost. Dropping
+/// it closes the connection, and the lock goes with it.
 pub(crate) struct Grant {
     client: ClientWrapper,
     backend_pid: i32,
+    /// Whether the server took the bound (PostgreSQL 14 and later).
+    bounded: bool,
 }
 
 impl Grant {
-    /// ORPH-1: sets `idle_session_timeout` = 4·T on the lock session, then begins the term.
-    ///
-    /// A server without the setting (before PostgreSQL 14) leads unbounded, with a WARN line: the
-    /// documented fallback. Any other failure, or no answer within T, closes the session (the
-    /// lock goes with it) and is the check's error: no term began.
-    pub(crate) async fn bound(self, inner: &Arc<Inner>) -> Result<LockSession, Error> {
-        let set = sql::set_idle_session_timeout(inner.idle_session_timeout_ms);
-        match query(&self.client, &set, inner.interval).await {
-            Ok(_) => {}
-            Err(Error::Db(e)) if e.code().map(|c| c.code()) == Some(sql::UNDEFINED_OBJECT) => {
-                tracing::warn!(error = %e,
-                    "idle_session_timeout is not supported by this server (PostgreSQL 13 or \
-                     older): an orphaned lock session is bounded only by TCP keepalives");
-            }
-            Err(e) => return Err(e),
+    /// Begins the term. A server without `idle_session_timeout` (before PostgreSQL 14) leads
+    /// unbounded, with a WARN line: the documented fallback.
+    pub(crate) fn begin(self, inner: &Arc<Inner>) -> LockSession {
+        if !self.bounded {
+            tracing::warn!(
+                "idle_session_timeout is not supported by this server (PostgreSQL 13 or \
+                 older): an orphaned lock session is bounded only by TCP keepalives"
+            );
         }
-        Ok(LockSession::begin(inner, self.client, self.backend_pid))
+        LockSession::begin(inner, self.client, self.backend_pid)
     }
 }
 

@@ -27,31 +27,47 @@ pub const SESSION_MARKER: &str = "plexsphere.background_leader";
 /// The marker's value: the key it stands for.
 pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
 
-/// A standby's check (RUN-1, LOCK-1): the spec's `pg_try_advisory_lock(1886156915, 1)`, in one
-/// statement whose cost does not grow with the server's lock table (no `pg_locks` read).
+/// A standby's check (RUN-1, LOCK-1, ORPH-1): the spec's `pg_try_advisory_lock(1886156915, 1)`,
+/// in one statement whose cost does not grow with the server's lock table (no `pg_locks` read).
 ///
-/// One statement runs on one server session even behind a transaction-mode pooler. It first
-/// reads the session marker: a standby that finds it on its own session shares that session with
-/// the leader (POOL-1) and must not stack a second grant on it. A grant writes the marker in the
-/// same statement. `CASE` evaluates its branches in order, so the marker is read before the
-/// attempt and written only after a grant. Answers `shared`, `granted` or `refused`, and the
-/// backend's pid.
+/// A grant sets the orphaned-session bound (`idle_session_timeout` = `bound_ms`) in the same
+/// statement, on the server, whether or not its answer ever reaches the standby: a standby that
+/// gives an attempt up after T closes the session, and if that close is lost too (a partition),
+/// the server still ends the session within the bound. `CASE` evaluates its branches in order,
+/// so the bound is written only after a grant. A server without the setting (before PostgreSQL
+/// 14; `current_setting(.., true)` is `NULL`) answers `unbounded` instead of `granted`.
+///
+/// With `guarded` (POOL-1) the statement first reads the session marker: a standby that finds it
+/// on its own session shares that session with the leader and must not stack a second grant on
+/// it. A grant writes the marker in the same statement. One statement runs on one server session
+/// even behind a transaction-mode pooler.
+///
+/// Answers `shared`, `granted`, `unbounded` or `refused`, and the backend's pid.
 ///
 /// What the marker cannot catch: a session that holds the key without the marker (taken by
 /// another program, or by an elector with the guard off), which this attempt would stack; and a
 /// marker left behind by `pg_advisory_unlock_all()` run on the lock session by someone else,
 /// which makes that one server session refuse (as shared) until it ends or is reset.
-pub const TRY_LOCK: &str = "SELECT CASE \
-WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' THEN 'shared' \
-WHEN pg_try_advisory_lock(1886156915, 1) THEN \
-CASE WHEN set_config('plexsphere.background_leader', '1886156915:1', false) IS NOT NULL \
-THEN 'granted' END \
-ELSE 'refused' END, pg_backend_pid()";
-
-/// A standby's check without the shared-session guard: the spec's plain attempt, for showing
-/// the transaction-mode pooler hazard (POOL-1) with `Config::detect_shared_session` off.
-pub const TRY_LOCK_UNGUARDED: &str = "SELECT CASE \
-WHEN pg_try_advisory_lock(1886156915, 1) THEN 'granted' ELSE 'refused' END, pg_backend_pid()";
+pub fn try_lock(bound_ms: u32, guarded: bool) -> String {
+    let shared = if guarded {
+        "WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' \
+         THEN 'shared' "
+    } else {
+        ""
+    };
+    let marker = if guarded {
+        "WHEN set_config('plexsphere.background_leader', '1886156915:1', false) IS NULL \
+         THEN NULL "
+    } else {
+        ""
+    };
+    format!(
+        "SELECT CASE {shared}WHEN pg_try_advisory_lock(1886156915, 1) THEN CASE {marker}\
+         WHEN current_setting('idle_session_timeout', true) IS NULL THEN 'unbounded' \
+         WHEN set_config('idle_session_timeout', '{bound_ms}', false) IS NOT NULL \
+         THEN 'granted' END ELSE 'refused' END, pg_backend_pid()"
+    )
+}
 
 /// The leader's check (RUN-5): proves the session is alive.
 pub const PING: &str = "SELECT 1";
@@ -71,14 +87,6 @@ AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid
 pub const UNLOCK: &str = "SELECT pg_advisory_unlock(1886156915, 1) \
 FROM set_config('plexsphere.background_leader', '', false)";
 
-/// The orphaned-session bound (ORPH-1), set on the lock session right after the grant.
-pub fn set_idle_session_timeout(millis: u32) -> String {
-    format!("SET idle_session_timeout = {millis}")
-}
-
-/// SQLSTATE of "unrecognized configuration parameter": `idle_session_timeout` before PG 14.
-pub const UNDEFINED_OBJECT: &str = "42704";
-
 /// The largest `idle_session_timeout` the server accepts, in milliseconds (`INT_MAX`).
 pub const IDLE_SESSION_TIMEOUT_MAX_MS: u32 = i32::MAX as u32;
 
@@ -91,16 +99,12 @@ mod tests {
         assert_eq!(LOCK_CLASSID, 0x706C_7873);
         assert_eq!(&LOCK_CLASSID.to_be_bytes(), b"plxs");
         assert_eq!(SESSION_MARKER_VALUE, format!("{LOCK_CLASSID}:{LOCK_OBJID}"));
-        for sql in [TRY_LOCK, UNLOCK] {
+        let (guarded, unguarded) = (try_lock(800, true), try_lock(800, false));
+        for sql in [&guarded, UNLOCK] {
             assert!(sql.contains(SESSION_MARKER), "{sql}");
         }
-        for sql in [
-            LEADER_QUERY,
-            TRY_LOCK,
-            TRY_LOCK_UNGUARDED,
-            PING_VERIFY,
-            UNLOCK,
-        ] {
+        assert!(!unguarded.contains(SESSION_MARKER), "{unguarded}");
+        for sql in [LEADER_QUERY, &guarded, &unguarded, PING_VERIFY, UNLOCK] {
             assert!(sql.contains(&LOCK_CLASSID.to_string()), "{sql}");
         }
     }

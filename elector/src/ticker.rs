@@ -42,7 +42,8 @@ impl LeaderTicker {
     /// Each tick: a standby runs nothing; the leader runs `pass` with the term (DO-2); a pass
     /// whose term was lost is not a failure (DO-4); an `Err` is logged at WARN as
     /// `background loop tick failed`; a panic is logged at ERROR as
-    /// `background loop tick panicked` with the `loop`, `panic` and `stack` fields, then at WARN
+    /// `background loop tick panicked` with the `loop`, `panic` and `stack` fields (written as
+    /// soon as the stack's symbols are resolved, on a blocking thread), then at WARN
     /// as a failed tick (READY-4). Cancellation-safe.
     pub async fn run<F, Fut, E>(
         &self,
@@ -95,9 +96,11 @@ impl LeaderTicker {
             Ok(Done::Ran(Err(e))) => TickOutcome::Failed(e.to_string()),
             Err(payload) => {
                 let value = panic::message(payload.as_ref());
-                let stack = panic::take_stack();
-                tracing::error!(r#loop = name, panic = %value, stack = %stack,
-                    "background loop tick panicked");
+                let (name, panic) = (name.to_owned(), value.clone());
+                panic::log_resolved(panic::take_stack(), move |stack| {
+                    tracing::error!(r#loop = name, panic = %panic, stack = %stack,
+                        "background loop tick panicked");
+                });
                 TickOutcome::Panicked(value)
             }
         };

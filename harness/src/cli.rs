@@ -1,6 +1,6 @@
 //! The `harness` command line: `replica` (one replica process), `up` (a topology kept running
 //! for a person, the incident workbench) with `fault` and `heal` (faults typed at it), and, with
-//! the conformance suite, `run`.
+//! the conformance suite, `run`, and `chaos` (seeded fault schedules checked as a history).
 
 use std::process::ExitCode;
 
@@ -23,6 +23,9 @@ pub enum Command {
     Replica(crate::replica::ReplicaArgs),
     /// Runs the conformance suite (every scenario, or those named) and writes the report.
     Run(crate::suite::RunArgs),
+    /// Runs seeded random fault schedules, checks each as a history, and writes every
+    /// schedule as a scenario file that `harness run` replays.
+    Chaos(crate::chaos::ChaosArgs),
     /// Starts PostgreSQL, PgBouncer, Toxiproxy and N replicas, streams the live timeline, takes
     /// faults from `harness fault` / `harness heal` until Ctrl-C, then writes the evidence and a
     /// scenario file of what was done.
@@ -53,6 +56,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Replica(args) => crate::replica::run(args).await,
             Command::Run(args) => crate::suite::main(args).await,
+            Command::Chaos(args) => crate::chaos::main(args).await,
             Command::Up(args) => crate::workbench::up(args).await,
             Command::Fault(args) => crate::workbench::control::fault(args).await,
             Command::Heal(args) => crate::workbench::control::heal(args).await,

@@ -71,6 +71,24 @@ pub enum Verb {
     Restart,
 }
 
+impl Verb {
+    /// Every verb, in declaration order.
+    pub const ALL: [Verb; 12] = [
+        Verb::Partition,
+        Verb::Stall,
+        Verb::Latency,
+        Verb::Reset,
+        Verb::Disable,
+        Verb::KillBackend,
+        Verb::RestartServer,
+        Verb::StopServer,
+        Verb::Kill,
+        Verb::Freeze,
+        Verb::Terminate,
+        Verb::Restart,
+    ];
+}
+
 /// What undoes a verb (turmoil's `repair` to its `partition`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lift {
@@ -174,6 +192,17 @@ impl FaultRecord {
     /// `end` in milliseconds.
     pub fn end_ms(&self) -> f64 {
         self.end.as_secs_f64() * 1000.0
+    }
+
+    /// When the fault took effect, since the run's start: a server restart or stop ends every
+    /// session as its call begins (the call returns only once the server is back and the
+    /// observer reconnected, and replicas may have begun new sessions and terms by then);
+    /// every other verb, and every lift, when its call returned.
+    pub fn took_effect(&self) -> Duration {
+        match (self.verb, self.lifted) {
+            (Verb::RestartServer | Verb::StopServer, false) => self.start,
+            _ => self.end,
+        }
     }
 }
 
@@ -825,5 +854,43 @@ impl Nemesis {
             format!("restart {name}"),
             started,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(verb: Verb, lifted: bool) -> FaultRecord {
+        FaultRecord {
+            verb,
+            target: SERVER.into(),
+            lifted,
+            label: String::new(),
+            start: Duration::from_millis(13_089),
+            end: Duration::from_millis(13_922),
+        }
+    }
+
+    /// Chaos seed 4 under load: the restart's call began at 13 089 ms and returned at 13 922 ms,
+    /// after r2 had acquired on a new session (13 914 ms). Placed at the return, the restart
+    /// seemed to end r2's new session, and its row looked like a grant of no term for 12T.
+    #[test]
+    fn a_server_restart_or_stop_takes_effect_as_its_call_begins() {
+        for verb in [Verb::RestartServer, Verb::StopServer] {
+            assert_eq!(
+                record(verb, false).took_effect(),
+                Duration::from_millis(13_089)
+            );
+        }
+        // Starting the server again, and every other verb, take effect when the call returns.
+        assert_eq!(
+            record(Verb::StopServer, true).took_effect(),
+            Duration::from_millis(13_922)
+        );
+        assert_eq!(
+            record(Verb::Partition, false).took_effect(),
+            Duration::from_millis(13_922)
+        );
     }
 }

@@ -14,10 +14,12 @@
 //! | the conformance report and each run's evidence | [`report`] |
 //! | the command line, and its flags' values and limits | [`cli`], [`flags`] |
 //! | `harness up`, the incident workbench: live timeline, typed faults, recorded incident | [`workbench`] |
+//! | `harness chaos`: seeded fault schedules checked as a history, replayable | [`chaos`] |
 //!
 //! A scenario's data flows one way: file → topology → faults → samplers → timeline → checks →
 //! report.
 
+pub mod chaos;
 pub mod check;
 pub mod clauses;
 pub mod cli;

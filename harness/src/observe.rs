@@ -15,7 +15,8 @@ use crate::replica::api::ReadyReport;
 use crate::timeline::{Timeline, What};
 use crate::topology::Observer;
 
-/// Each replica's last gauge answer and when it came.
+/// Each replica's last gauge answer and when it was asked for (the answer shows the replica
+/// at some moment since).
 type LastGauges = BTreeMap<String, (Option<i64>, tokio::time::Instant)>;
 
 /// The latest samples, for steps that wait on the system's state.
@@ -237,17 +238,18 @@ async fn poll_gauge(
     let mut tick = sampling_interval(every);
     while !tok.is_cancelled() {
         tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
+        let asked = tokio::time::Instant::now();
         let v = tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };
         if v.is_some() {
             last.lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(r.name.clone(), (v, tokio::time::Instant::now()));
+                .insert(r.name.clone(), (v, asked));
         }
     }
 }
 
-/// Writes one sample of every replica's gauge per period: its last answer, unless older
-/// than `stale`.
+/// Writes one sample of every replica's gauge per period: its last answer, unless asked for
+/// longer than `stale` ago, with when the oldest of them was asked for.
 async fn combine_gauges(
     sink: Sink,
     targets: Vec<Target>,
@@ -259,24 +261,24 @@ async fn combine_gauges(
     while !sink.token.is_cancelled() {
         tokio::select! { () = sink.token.cancelled() => break, _ = tick.tick() => {} }
         let now = tokio::time::Instant::now();
-        let values: BTreeMap<String, Option<i64>> = {
+        let (mut values, mut oldest) = (BTreeMap::new(), now);
+        {
             let last = last.lock().unwrap_or_else(|e| e.into_inner());
-            targets
-                .iter()
-                .map(|r| {
-                    let v = last
-                        .get(&r.name)
-                        .filter(|(_, at)| now.duration_since(*at) <= stale)
-                        .and_then(|(v, _)| *v);
-                    (r.name.clone(), v)
-                })
-                .collect()
-        };
+            for r in &targets {
+                let fresh = (last.get(&r.name)).filter(|(_, at)| now.duration_since(*at) <= stale);
+                if let Some((_, asked)) = fresh {
+                    oldest = oldest.min(*asked);
+                }
+                values.insert(r.name.clone(), fresh.and_then(|(v, _)| *v));
+            }
+        }
         sink.tx.send_modify(|l| {
             l.gauges = values.clone();
             l.gauges_at = Some(now);
         });
-        sink.timeline.record(What::Gauges { values });
+        let asked_ms = Some(sink.timeline.offset(oldest).as_secs_f64() * 1000.0);
+        sink.timeline
+            .record_at(now, What::Gauges { values, asked_ms });
     }
 }
 
@@ -303,12 +305,19 @@ async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
     let mut held: Vec<(i32, String)> = Vec::new();
     while !sink.token.is_cancelled() {
         tokio::select! { () = sink.token.cancelled() => break, _ = tick.tick() => {} }
-        // While the server restarts the query fails: no sample, not a false "no leader".
+        // While the server restarts the query fails: no sample, not a false "no leader". An
+        // answer that took longer than five sampling periods shows no moment that can be placed
+        // (a query caught by a server stop was answered 2.3 s later, after the restart): it is
+        // no sample either.
+        let asked = tokio::time::Instant::now();
         let sampled = tokio::select! {
             () = sink.token.cancelled() => break,
             r = lock_rows(&observer) => r,
         };
         let Ok(rows) = sampled else { continue };
+        if asked.elapsed() > 5 * every {
+            continue;
+        }
         for (pid, replica) in left(&held, &rows) {
             let backend_alive = backend_exists(&observer, pid).await.unwrap_or(false);
             sink.timeline.record(What::LockLeft {

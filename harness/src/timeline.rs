@@ -46,6 +46,10 @@ pub enum What {
     Gauges {
         /// Replica → gauge value.
         values: BTreeMap<String, Option<i64>>,
+        /// When the oldest of these values was asked for (ms on the run's clock): each shows
+        /// its replica at some moment between then and this entry's time (`None`: at it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        asked_ms: Option<f64>,
     },
     /// One run of the spec's leader-finding query: the granted rows' holders.
     Locks {

@@ -40,15 +40,7 @@ async fn scenario(
         .checks
         .iter()
         .filter(|c| c.verdict != Verdict::Valid)
-        .map(|c| {
-            format!(
-                "{} [{}] {:?}: {}",
-                c.name,
-                c.clauses.join(","),
-                c.verdict,
-                c.message
-            )
-        })
+        .map(ToString::to_string)
         .collect();
     assert!(
         failed.is_empty(),

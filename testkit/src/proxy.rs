@@ -76,10 +76,24 @@ impl Proxy {
     /// day behind it), on both streams, so neither side learns anything. The same toxics give
     /// the same partition on upstream Toxiproxy, whose `timeout` lets a close through.
     pub async fn stall(&self) {
+        self.black_hole(&["upstream", "downstream"]).await;
+    }
+
+    /// A partition that lets the client's statements through but loses every answer: the
+    /// server runs what it is sent, and neither side's close arrives.
+    pub async fn lose_answers(&self) {
+        self.black_hole(&["downstream"]).await;
+    }
+
+    /// Drops every byte on `dropped` streams and holds every close on both.
+    async fn black_hole(&self, dropped: &[&str]) {
         for stream in ["upstream", "downstream"] {
-            let (drop, hold) = (format!("stall_{stream}"), format!("hold_{stream}"));
-            self.add_toxic(&drop, "timeout", stream, json!({"timeout": 0}))
-                .await;
+            if dropped.contains(&stream) {
+                let drop = format!("stall_{stream}");
+                self.add_toxic(&drop, "timeout", stream, json!({"timeout": 0}))
+                    .await;
+            }
+            let hold = format!("hold_{stream}");
             self.add_toxic(&hold, "slow_close", stream, json!({"delay": 86_400_000}))
                 .await;
         }

@@ -11,6 +11,7 @@ set -eu
 : "${MAX_CLIENT_CONN:=200}"
 : "${DEFAULT_POOL_SIZE:=20}"
 : "${AUTH_TYPE:=plain}"
+: "${SERVER_LOGIN_RETRY:=15}"
 mkdir -p /etc/pgbouncer /var/run/pgbouncer
 cat >/etc/pgbouncer/pgbouncer.ini <<INI
 [databases]
@@ -24,6 +25,7 @@ auth_file = /etc/pgbouncer/userlist.txt
 pool_mode = $POOL_MODE
 max_client_conn = $MAX_CLIENT_CONN
 default_pool_size = $DEFAULT_POOL_SIZE
+server_login_retry = $SERVER_LOGIN_RETRY
 ignore_startup_parameters = extra_float_digits,options
 logfile =
 pidfile =

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use elector::readiness::{panic_report, Check, Readiness, TickOutcome};
 use elector::ticker::LeaderTicker;
@@ -140,6 +141,13 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
         "plexsphere: background loop \"access-session-sweep\": tick panicked: boom 3"
     );
     assert_eq!(probe.check(), Err(expected), "READY-4");
+    // The ERROR line comes once its stack's symbols are resolved, on a blocking thread.
+    let resolving = tokio::time::Instant::now();
+    while logs.matching("background loop tick panicked").is_empty()
+        && resolving.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let errors = logs.matching("background loop tick panicked");
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].level, tracing::Level::ERROR);

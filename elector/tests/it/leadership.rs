@@ -84,3 +84,36 @@ async fn the_watch_shows_every_transition_as_a_value() {
         (3, &TermEnd::Abandoned(Abandon::Dropped))
     );
 }
+
+/// POOL-1, the guard's reading side: a standby whose own session carries the lock's session
+/// marker shares that server session with the leader (as behind a transaction-mode pooler), so
+/// its check fails with the shared-session error and stacks no grant. The marker is set here by
+/// hand on the only connection of the standby's pool, which the pool hands out unchanged.
+#[tokio::test]
+async fn a_session_carrying_the_leaders_marker_is_refused_by_the_guard() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let pool = pool_for(&pg.url(), "shared", 1, Default::default());
+    let marked = pool.get().await.expect("a pooled connection");
+    marked
+        .simple_query("SELECT set_config('plexsphere.background_leader', '1886156915:1', false)")
+        .await
+        .expect("the marker");
+    drop(marked);
+    let registry = prometheus::Registry::new();
+    let config = elector::Config::new(pool)
+        .check_interval(T)
+        .registry(registry);
+    let a = elector::Elector::new(config).expect("elector");
+    let mut rx = a.subscribe();
+    let (stop, run) = spawn_run(&a);
+    let checked = until_state(&mut rx, |s| s.last_check.is_some()).await;
+    let outcome = checked.last_check.expect("a check").outcome;
+    assert!(
+        matches!(&outcome, CheckOutcome::Failed { error } if error.contains("shared with another client")),
+        "{outcome:?}"
+    );
+    assert_eq!(checked.role, Role::Standby);
+    assert!(leader_rows(&observer).await.is_empty(), "no grant stacked");
+    halt(stop, run).await;
+}

@@ -6,24 +6,63 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fixture::*;
 
+/// Whether `statement` sets `idle_session_timeout` to 4·T (in ms) on its session, as a `SET`
+/// or a `set_config` call.
+fn sets_the_bound(statement: &str) -> bool {
+    let ms = (T * 4).as_millis();
+    statement.contains(&format!("SET idle_session_timeout = {ms}"))
+        || statement.contains(&format!(
+            "set_config('idle_session_timeout', '{ms}', false)"
+        ))
+}
+
+/// The lock backend's last statement and its state, read from the server side.
+async fn last_statement(observer: &tokio_postgres::Client, pid: i32) -> (String, String) {
+    let row = observer
+        .query_one(
+            "SELECT query, state FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
 /// ORPH-1: `idle_session_timeout` = 4·T is set on the lock session as soon as the lock is
-/// granted, read from the server side (the lock backend's last statement, before its first
-/// check replaces it).
+/// granted: by the granting statement itself, read from the server side (the lock backend's
+/// last statement, before its first check replaces it). PostgreSQL 15 takes the setting, so no
+/// WARN of the pre-14 fallback appears; the acquired line names each term and its backend.
 #[tokio::test]
 async fn idle_session_timeout_is_set_at_grant() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
+    let (logs, _guard) = Logs::capture();
     let (a, _r) = elector_on(&pg.url(), "a", T).await;
     let (stop, run) = lead(&a).await;
     let pid = lock_pid(&observer).await;
-    let query: String = observer
-        .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
-        .await
-        .unwrap()
-        .get(0);
-    let expected = (T * IDLE_SESSION_INTERVALS).as_millis();
+    let (query, _) = last_statement(&observer, pid).await;
     assert_eq!(IDLE_SESSION_INTERVALS, 4);
-    assert_eq!(query, format!("SET idle_session_timeout = {expected}"));
+    assert!(
+        query.contains("pg_try_advisory_lock(1886156915, 1)") && sets_the_bound(&query),
+        "the grant's statement does not set the bound: {query:?}"
+    );
+    // A second term, on a new backend.
+    terminate(&observer, pid).await;
+    wait_for(4 * T, || a.current_term() == Some(2))
+        .await
+        .expect("a second term");
+    let second = lock_pid(&observer).await;
+    let acquired: Vec<(String, String)> = (logs.matching("background leader lock acquired"))
+        .iter()
+        .map(|e| (e.fields["term"].clone(), e.fields["backend_pid"].clone()))
+        .collect();
+    let expected = [("1", pid), ("2", second)].map(|(n, p)| (n.to_owned(), p.to_string()));
+    assert_eq!(acquired, expected);
+    assert!(
+        logs.matching("idle_session_timeout is not supported")
+            .is_empty(),
+        "the pre-14 fallback's WARN on PostgreSQL 15"
+    );
     halt(stop, run).await;
 }
 
@@ -102,14 +141,56 @@ async fn no_term_is_live_before_the_orphan_bound_is_set() {
     proxy.latency("upstream", (T / 2).as_millis() as u64).await;
     let (stop, run) = lead(&a).await;
     let pid = lock_pid(&observer).await;
-    let query: String = observer
-        .query_one("SELECT query FROM pg_stat_activity WHERE pid = $1", &[&pid])
-        .await
-        .unwrap()
-        .get(0);
+    let (query, state) = last_statement(&observer, pid).await;
     assert!(
-        query.starts_with("SET idle_session_timeout"),
-        "the term is live while the server's last statement is {query:?}"
+        sets_the_bound(&query) && state == "idle",
+        "the term is live while the server's last statement is {query:?} ({state})"
     );
+    halt(stop, run).await;
+}
+
+/// ORPH-1 (found by chaos seed 2): a standby's attempt reaches the server and is granted, but
+/// its answer and its close are lost to a partition (in the chaos run: `kill-backend` of the
+/// leader, then a partition of the standby). The standby gives the attempt up after T and
+/// closes the session; the close cannot arrive, so the server must end that session itself
+/// within 4·T of the grant, as it would a silent leader's. An elector that sets the bound only
+/// after the answer arrives leaves the lock on that session for as long as the partition lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_whose_answer_is_lost_is_bounded_too() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let proxy = Proxy::start(pg.port).await;
+    // The standby's pool holds one warm connection through the proxy.
+    let (standby, _r) = elector_on(&pg.url_via(proxy.port), "standby", T).await;
+    // Its attempt will still reach the server; answers and closes will not come back.
+    proxy.lose_answers().await;
+    let (stop, run) = spawn_run(&standby);
+    let start = Instant::now();
+    let pid = loop {
+        let rows = leader_rows(&observer).await;
+        if let [(pid, true, app)] = rows.as_slice() {
+            if app == "standby" {
+                break *pid;
+            }
+        }
+        assert!(
+            start.elapsed() < T,
+            "the first attempt was not granted: {rows:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    };
+    let seen = Instant::now();
+    let gone = testkit::pg::backend_gone_at(&observer, pid, 8 * T).await;
+    assert!(!standby.is_leader(), "the answer never arrived");
+    let bound = T * IDLE_SESSION_INTERVALS;
+    match gone {
+        Some(when) => assert!(
+            when - seen <= bound + SLACK,
+            "the unanswered grant's session ended {:?} after it was seen (bound {bound:?} + \
+             {SLACK:?})",
+            when - seen
+        ),
+        None => panic!("the unanswered grant's session still held the lock 8T later"),
+    }
     halt(stop, run).await;
 }

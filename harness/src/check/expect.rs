@@ -358,7 +358,7 @@ fn observed(e: &Entry, awaited: Awaited, who: &Who, from: &Origin, marks: &Marks
 
 fn gauge_sum_reaches(n: i64, entries: &[Entry]) -> Check {
     let sum = |what: &What| match what {
-        What::Gauges { values } => Some(values.values().flatten().sum::<i64>()),
+        What::Gauges { values, .. } => Some(values.values().flatten().sum::<i64>()),
         _ => None,
     };
     let (verdict, max) = peak(entries, sum, |m| m >= n);

@@ -258,7 +258,9 @@ impl Canvas<'_> {
         let base = self.gauge_top + 40.0;
         let points: Vec<String> = (entries.iter())
             .filter_map(|e| match &e.what {
-                What::Gauges { values } => Some((e.t_ms, values.values().flatten().sum::<i64>())),
+                What::Gauges { values, .. } => {
+                    Some((e.t_ms, values.values().flatten().sum::<i64>()))
+                }
                 _ => None,
             })
             .map(|(t_ms, sum)| format!("{:.1},{:.1}", self.x(t_ms), base - sum as f64 * 18.0))

@@ -29,6 +29,9 @@ pub struct Scenario {
     pub t: Option<Span>,
     /// The cadence of the ticked loops (default: T).
     pub tick: Option<Span>,
+    /// The seed of the scenario's random choices (which replica a `standby` target picks), so
+    /// that a recorded schedule replays the same (default: the run's `--seed`).
+    pub seed: Option<u64>,
     /// Whether the continuous invariants (gauge sum, one lock row, gauge = pg_locks,
     /// leader-only work, overlap) are checked. A scenario that shows a hazard (PgBouncer
     /// transaction mode) turns them off and expects the violation instead.
@@ -154,7 +157,7 @@ pub enum WaitFor {
 pub enum Target {
     /// The replica that leads by pg_locks when the step runs.
     Leader,
-    /// A replica that does not lead, chosen with the run's seed.
+    /// A running replica that does not lead, chosen with the run's seed.
     Standby,
     /// The replica of this name.
     Replica(String),

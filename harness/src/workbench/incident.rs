@@ -43,6 +43,7 @@ impl Incident {
             clauses: Vec::new(),
             t: Some(Span::Abs(t)),
             tick: None,
+            seed: None,
             invariants: true,
             story: Story::Full,
             replicas,

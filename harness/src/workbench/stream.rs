@@ -247,7 +247,7 @@ impl Narration {
                 format!("fault: {verb} {target}")
             }),
             What::Step { label, .. } => Some(format!("> {label}")),
-            What::Gauges { values } => self.gauges(values),
+            What::Gauges { values, .. } => self.gauges(values),
             What::Locks { rows } => self.locks(rows),
             What::LockLeft {
                 replica,
@@ -408,6 +408,7 @@ mod tests {
     fn gauges(pairs: &[(&str, Option<i64>)]) -> What {
         What::Gauges {
             values: pairs.iter().map(|(r, v)| ((*r).to_owned(), *v)).collect(),
+            asked_ms: None,
         }
     }
 

@@ -221,24 +221,27 @@ async fn sigstop_freezes_and_sigcont_resumes() {
             .map(str::to_owned)
     };
     let pid = r.pid();
+    // Each thread stops on its own: the process can show `T` before its last thread does.
+    let threads_stopped = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.filter_map(Result::ok).all(|t| {
+                    std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+                        s.rsplit(')')
+                            .next()
+                            .is_some_and(|r| r.trim_start().starts_with('T'))
+                    })
+                })
+            })
+            .unwrap_or(false)
+    };
     let stopped = tokio::time::Instant::now();
-    while !state(pid).is_some_and(|s| s.contains("T (stopped)"))
+    while !(state(pid).is_some_and(|s| s.contains("T (stopped)")) && threads_stopped())
         && stopped.elapsed() < Duration::from_secs(1)
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let threads_stopped = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(Result::ok).all(|t| {
-                std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
-                    s.rsplit(')')
-                        .next()
-                        .is_some_and(|r| r.trim_start().starts_with('T'))
-                })
-            })
-        })
-        .unwrap_or(false);
-    assert!(threads_stopped, "every thread stopped: {:?}", state(pid));
+    assert!(threads_stopped(), "every thread stopped: {:?}", state(pid));
     let started = tokio::time::Instant::now();
     let answer = r.readyz().await;
     let state = state(pid);

@@ -156,6 +156,7 @@ const TOP_KEYS: &[&str] = &[
     "clauses",
     "t",
     "tick",
+    "seed",
     "invariants",
     "story",
     "replicas",
@@ -255,7 +256,7 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
                 .boxed()
         }
         "invariants" | "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
-        "gauge_sum_reaches" | "lock_rows_at_most" | "work_rows" | "readyz" => {
+        "gauge_sum_reaches" | "lock_rows_at_most" | "work_rows" | "readyz" | "seed" => {
             prop_oneof![(0i64..600), any::<i64>()]
                 .prop_map(Value::Integer)
                 .boxed()

@@ -81,6 +81,8 @@ struct FileToml {
     t: Option<Span>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tick: Option<Span>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     invariants: bool,
     #[serde(default, skip_serializing_if = "is_full")]

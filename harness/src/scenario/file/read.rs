@@ -62,6 +62,7 @@ pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> 
         clauses,
         t: raw.t,
         tick: raw.tick,
+        seed: raw.seed,
         invariants: raw.invariants,
         story: raw.story,
         replicas: reader.replicas,

@@ -152,6 +152,7 @@ impl Gen {
                 .collect(),
             t: self.maybe(Self::span),
             tick: self.maybe(Self::span),
+            seed: self.rng.bool().then(|| self.rng.u64(..=i64::MAX as u64)),
             invariants: self.rng.bool(),
             story: self.pick(&all::<Story>()),
             replicas,

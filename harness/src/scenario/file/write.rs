@@ -20,6 +20,7 @@ pub(super) fn file(s: &Scenario) -> FileToml {
         clauses: s.clauses.iter().cloned().map(spanned).collect(),
         t: s.t,
         tick: s.tick,
+        seed: s.seed,
         invariants: s.invariants,
         story: s.story,
         replicas: spanned(

@@ -128,7 +128,7 @@ impl Session {
             slack: opts.slack,
         };
         Ok(Session {
-            player: Player::new(stage, t, opts.seed),
+            player: Player::new(stage, t, scenario.seed.unwrap_or(opts.seed)),
             evidence,
             bounds,
             began,

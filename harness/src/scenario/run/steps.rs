@@ -221,11 +221,12 @@ impl Player {
         })
     }
 
-    /// Puts a fault record on the timeline, at the moment its call returned.
+    /// Puts a fault record on the timeline, at the moment it took effect
+    /// ([`FaultRecord::took_effect`]).
     fn record(&self, r: &FaultRecord) {
         let timeline = &self.stage.timeline;
         timeline.record_at(
-            timeline.start() + r.end,
+            timeline.start() + r.took_effect(),
             What::Fault {
                 verb: r.verb,
                 target: r.target.clone(),
@@ -234,11 +235,11 @@ impl Player {
         );
     }
 
-    /// The replica a target names now: the leader by pg_locks, a standby chosen with the seed,
-    /// a replica, or the target of an earlier named step; the server for the server verbs.
+    /// The replica a target names now: the leader by pg_locks, a running standby chosen with the
+    /// seed, a replica, or the target of an earlier named step; the server for the server verbs.
     fn resolve(&mut self, target: &Target) -> anyhow::Result<String> {
         let latest = self.stage.samplers.latest();
-        let replicas = &self.stage.replicas;
+        let replicas = &mut self.stage.replicas;
         match target {
             Target::Leader => (latest.lock_holder.clone())
                 .filter(|h| replicas.contains_key(h))
@@ -246,8 +247,10 @@ impl Player {
                     anyhow!("no replica leads now (pg_locks: {:?})", latest.lock_holder)
                 }),
             Target::Standby => {
-                let others: Vec<&String> = (replicas.keys())
-                    .filter(|k| Some(*k) != latest.lock_holder.as_ref())
+                // A replica whose process is gone (killed, terminated) is no standby.
+                let others: Vec<String> = (replicas.iter_mut())
+                    .filter(|(k, _)| Some(*k) != latest.lock_holder.as_ref())
+                    .filter_map(|(k, p)| p.is_running().then(|| k.clone()))
                     .collect();
                 if others.is_empty() {
                     bail!("no standby");

@@ -1,0 +1,302 @@
+//! `harness chaos`: seeded random fault schedules, run against a fresh topology each and checked
+//! as one history.
+//!
+//! Each seed draws a [schedule](schedule::draw), which is a scenario like any file's: the same
+//! runner plays it, the same checks decide it (the continuous invariants, the history checks of
+//! [`check::history`](crate::check::history), the bounds the schedule states, liveness after
+//! the final heal), and it is written back as a scenario file beside its evidence. A seed that
+//! finds a violation prints itself and the command that replays its file; `harness run` on that
+//! file runs the same schedule with the same seed. After each seed the harness also checks that
+//! nothing of the run is left: no replica process, no container or network.
+//!
+//! `--seeds N` runs N consecutive seeds; `--soak 8h` keeps drawing seeds until the time is up.
+//! Each seed prints one line with the running counts of seeds, fault events and violations.
+
+pub mod schedule;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use tokio::time::Instant;
+
+use crate::check::{Check, Verdict};
+use crate::event::ReplicaEvent;
+use crate::report::{Report, Source};
+use crate::scenario::model::{DbPath, Scenario};
+use crate::scenario::run::{RunOptions, Session};
+use crate::timeline::{Entry, What};
+use crate::topology::cleanup::{sweep, SweepScope};
+use crate::topology::{random_run_id, Images, ReplicaPath, TopologyConfig};
+
+/// The flags of `harness chaos`.
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    /// The first seed (default: random, printed); seeds are at most 2^63 - 1, so a scenario
+    /// file can hold them.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
+    pub seed: Option<u64>,
+    /// How long each seed's fault rounds last, at least (`1m`, `90s`).
+    #[arg(long, default_value = "1m", value_parser = crate::flags::positive)]
+    pub duration: Duration,
+    /// How many consecutive seeds to run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub seeds: u32,
+    /// The soak: keep drawing seeds until this much time has passed (`30m`, `8h`); overrides
+    /// `--seeds`.
+    #[arg(long, value_parser = crate::flags::positive)]
+    pub soak: Option<Duration>,
+    /// How many replicas (2 to 10).
+    #[arg(long, short = 'n', default_value = "3", value_parser = crate::flags::replicas)]
+    pub replicas: usize,
+    /// The replicas' paths to PostgreSQL, given out in turn (`direct`, `pgbouncer-session`).
+    #[arg(long, value_delimiter = ',', default_value = "direct")]
+    pub paths: Vec<ReplicaPath>,
+    /// The check interval T (`200ms`, `1s`: a unit is required), 50 ms to 10 min.
+    #[arg(long = "t", default_value = "200ms", value_parser = crate::flags::check_interval)]
+    pub t: Duration,
+    /// Scheduling noise allowed on top of each bound (small against T; less than T).
+    #[arg(long, default_value = "50ms", value_parser = crate::flags::duration)]
+    pub slack: Duration,
+    /// Where each seed's evidence (`scenarios/chaos-<seed>/`, with its schedule as
+    /// `chaos-<seed>.toml`) and the report go.
+    #[arg(long, default_value = "target/chaos")]
+    pub out: PathBuf,
+    /// Images (default: `ELECTOR_*_IMAGE`, else the local ones, else upstream).
+    #[command(flatten)]
+    pub images: crate::topology::images::ImageArgs,
+}
+
+impl ChaosArgs {
+    /// The rules between flags (each flag's own range is checked as it is parsed).
+    ///
+    /// # Errors
+    /// Fewer than two replicas, a transaction-mode path, or `--slack` not below `--t`.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.replicas < 2 {
+            bail!(
+                "--replicas {}: chaos strikes a leader and a standby, so it needs at least 2",
+                self.replicas
+            );
+        }
+        if self.paths.contains(&ReplicaPath::PgBouncerTransaction) {
+            bail!(
+                "--paths pgbouncer-transaction: replicas share server sessions there by design \
+                 (POOL-1), so the history's invariants do not hold; the scenarios \
+                 pgbouncer-transaction-hazard and -guarded show that path"
+            );
+        }
+        if self.slack >= self.t {
+            bail!("--slack must be less than --t: the slack is scheduling noise, small against T");
+        }
+        Ok(())
+    }
+
+    fn params(&self, seed: u64) -> schedule::Params {
+        schedule::Params {
+            seed,
+            duration: self.duration,
+            replicas: self.replicas,
+            paths: (self.paths.iter())
+                .map(|p| match p {
+                    ReplicaPath::Direct => DbPath::Direct,
+                    ReplicaPath::PgBouncerSession => DbPath::PgbouncerSession,
+                    ReplicaPath::PgBouncerTransaction => DbPath::PgbouncerTransaction,
+                })
+                .collect(),
+            t: self.t,
+        }
+    }
+}
+
+/// What one seed's run found.
+#[derive(Debug)]
+pub struct SeedRun {
+    /// The seed.
+    pub seed: u64,
+    /// Its checks, as a report source.
+    pub source: Source,
+    /// How many fault events it played: faults, heals, restarts and worker faults.
+    pub fault_events: usize,
+    /// Its schedule's scenario file.
+    pub file: PathBuf,
+}
+
+impl SeedRun {
+    /// The checks that did not hold.
+    pub fn violations(&self) -> impl Iterator<Item = &Check> {
+        (self.source.checks.iter()).filter(|c| c.verdict != Verdict::Valid)
+    }
+}
+
+/// Runs the seeds the flags ask for, prints a running count after each, writes the report;
+/// fails when any seed found a violation.
+///
+/// # Errors
+/// Bad flags, or a seed's topology could not start.
+pub async fn main(args: ChaosArgs) -> anyhow::Result<ExitCode> {
+    args.validate()?;
+    let first = args
+        .seed
+        .unwrap_or_else(|| fastrand::u64(..=i64::MAX as u64));
+    let binary = std::env::current_exe().context("locating the harness binary")?;
+    let opts = RunOptions {
+        t: args.t,
+        seed: first,
+        out: args.out.clone(),
+        binary,
+        images: Images::from(&args.images),
+        slack: args.slack,
+        repeat: 1,
+    };
+    eprintln!(
+        "harness chaos: seeds from {first}, {} each, {} replicas, T = {:?}, output in {}",
+        humantime::format_duration(args.duration),
+        args.replicas,
+        args.t,
+        args.out.display()
+    );
+    let began = Instant::now();
+    let (mut sources, mut events, mut violations) = (Vec::new(), 0usize, 0usize);
+    for (i, seed) in (first..=i64::MAX as u64).enumerate() {
+        let done = match args.soak {
+            Some(soak) => began.elapsed() >= soak,
+            None => i >= args.seeds as usize,
+        };
+        if done {
+            break;
+        }
+        let run = run_seed(&args.params(seed), &opts).await?;
+        events += run.fault_events;
+        let found: Vec<&Check> = run.violations().collect();
+        violations += usize::from(!found.is_empty());
+        print_seed(&run, &found);
+        println!(
+            "  so far: {} seed(s), {events} fault event(s), {violations} seed(s) with a violation, {}",
+            i + 1,
+            humantime::format_duration(Duration::from_secs(began.elapsed().as_secs()))
+        );
+        sources.push(run.source);
+    }
+    let report = Report::new(
+        args.t.as_millis() as u64,
+        first,
+        began.elapsed().as_secs_f64(),
+        sources,
+    );
+    report.write(&args.out)?;
+    println!("{}", report.summary_line());
+    println!("report: {}", args.out.join("report.html").display());
+    Ok(if violations > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_seed(run: &SeedRun, found: &[&Check]) {
+    if found.is_empty() {
+        println!(
+            "seed {}: pass, {} fault event(s) ({:.0} s)",
+            run.seed, run.fault_events, run.source.seconds
+        );
+        return;
+    }
+    println!(
+        "seed {}: VIOLATION after {} fault event(s) ({:.0} s)",
+        run.seed, run.fault_events, run.source.seconds
+    );
+    for c in found {
+        println!("  {c}");
+    }
+    println!("  schedule: {}", run.file.display());
+    println!("  replay:   harness run {}", run.file.display());
+}
+
+/// Draws `p`'s schedule, writes it beside its evidence, runs it on a fresh topology, decides
+/// its checks and checks that nothing of the run is left.
+///
+/// # Errors
+/// The schedule could not be written, or the topology could not start.
+pub async fn run_seed(p: &schedule::Params, opts: &RunOptions) -> anyhow::Result<SeedRun> {
+    let scenario = schedule::draw(p);
+    let run_id = format!("chaos-{}-{}", p.seed, random_run_id());
+    let topology = TopologyConfig {
+        run_id: Some(run_id.clone()),
+        ..TopologyConfig::docker().images(opts.images.clone())
+    };
+    let mut session = Session::start(&scenario, opts, topology).await?;
+    let file = write_schedule(&scenario, &opts.out.join(session.evidence()))?;
+    let step_errors = session.play(&scenario.steps).await;
+    let outcome = session.finish(&scenario, &step_errors).await?;
+    let mut source = outcome.source;
+    source
+        .checks
+        .push(nothing_left(&outcome.entries, &run_id).await);
+    Ok(SeedRun {
+        seed: p.seed,
+        fault_events: fault_events(&outcome.entries),
+        source,
+        file,
+    })
+}
+
+/// Writes `scenario` as `<its name>.toml` in `dir`.
+fn write_schedule(scenario: &Scenario, dir: &Path) -> anyhow::Result<PathBuf> {
+    let file = dir.join(&scenario.file);
+    std::fs::write(&file, scenario.to_toml())
+        .with_context(|| format!("writing {}", file.display()))?;
+    Ok(file)
+}
+
+/// The fault events a run played: every step that acted (a fault, a heal, a restart, a worker
+/// fault), as the timeline recorded it.
+fn fault_events(entries: &[Entry]) -> usize {
+    (entries.iter())
+        .filter(|e| matches!(e.what, What::Step { acts: true, .. }))
+        .count()
+}
+
+/// After the run: no replica process of it still runs (every pid its replicas reported is
+/// gone), and no container or network of it is left (a sweep of the run finds nothing).
+async fn nothing_left(entries: &[Entry], run_id: &str) -> Check {
+    let pids: Vec<u32> = (entries.iter())
+        .filter_map(|e| match &e.what {
+            What::Replica {
+                event: ReplicaEvent::Started { pid, .. },
+                ..
+            } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    let running: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    let swept = sweep(SweepScope::Run(run_id.to_owned())).await;
+    let (verdict, message) = match (&running[..], swept) {
+        ([], Ok(s)) if s.is_empty() => (
+            Verdict::Valid,
+            format!(
+                "{} replica process(es) started, none left; no container or network left",
+                pids.len()
+            ),
+        ),
+        (running, Ok(s)) => (
+            Verdict::Invalid,
+            format!(
+                "left behind: replica pids {running:?}, containers {:?}, networks {:?}",
+                s.containers, s.networks
+            ),
+        ),
+        (_, Err(e)) => (Verdict::Unknown, format!("the sweep failed: {e:#}")),
+    };
+    Check::new("nothing left after the run", &[], verdict, message)
+}
+
+/// Whether process `pid` still exists (signal 0 reaches it).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}

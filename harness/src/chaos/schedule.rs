@@ -1,0 +1,408 @@
+//! Draws a chaos schedule from one seed: a [`Scenario`] like any file's, so it is run by the
+//! same runner, checked by the same checks, written back as a scenario file and replayed with
+//! `harness run`. Same seed, same parameters: same schedule.
+//!
+//! A schedule is a run of rounds. Each round waits for a leader (liveness between faults),
+//! strikes the leader with one fault drawn from every verb the harness has (network faults with
+//! and without jitter, the backend, the server, the process, the election worker), now and then
+//! strikes a second time (a standby, or the struck leader again with a fault that combines),
+//! holds, then lifts every fault of the round (a heal, or a restart for a process that is gone)
+//! and lets the system settle. Where a round's outcome is certain, it also states the bound the
+//! conformance scenarios hold it to (demotion, release, abandonment). After the last round, a
+//! leader must lead within 5T of the final heal.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::check::expect::{Awaited, Expect, Who};
+use crate::check::Expectation;
+use crate::event::EventKind;
+use crate::fault::{Subject, Verb};
+use crate::replica::control::WorkerMode;
+use crate::scenario::model::{
+    Control, DbPath, Latency, ReplicaDecl, Scenario, Span, Step, Target, WaitFor,
+};
+use crate::snapshot::Story;
+
+/// The election's supervised worker in every replica.
+const ELECTION_WORKER: &str = "background-leader";
+/// A while-leader loop's supervised worker.
+const LEADER_LOOP_WORKER: &str = "audit-archiver";
+
+/// What a schedule is drawn for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// The seed every draw follows.
+    pub seed: u64,
+    /// How long the rounds should take, at least (the schedule ends with the round that
+    /// passes it, then the final liveness check).
+    pub duration: Duration,
+    /// How many replicas (2 or more: a round strikes the leader and a standby).
+    pub replicas: usize,
+    /// Their paths to the database, given out in turn (`r1` the first, ...).
+    pub paths: Vec<DbPath>,
+    /// The check interval T.
+    pub t: Duration,
+}
+
+/// One strike of a round.
+#[derive(Clone, Debug, PartialEq)]
+enum Strike {
+    /// A fault verb (with its latency, for [`Verb::Latency`]).
+    Fault(Verb, Option<Latency>),
+    /// A supervised worker's run panics or returns.
+    Worker(&'static str, WorkerMode),
+}
+
+/// What the leader may be struck with first: every verb and worker fault.
+fn first_strikes() -> Vec<Strike> {
+    use Verb::*;
+    let mut v: Vec<Strike> = [
+        Partition,
+        Stall,
+        Reset,
+        Disable,
+        KillBackend,
+        Kill,
+        Freeze,
+        Terminate,
+        RestartServer,
+        StopServer,
+    ]
+    .into_iter()
+    .map(|verb| Strike::Fault(verb, None))
+    .collect();
+    v.extend(latencies());
+    v.extend([
+        Strike::Worker(ELECTION_WORKER, WorkerMode::Crash),
+        Strike::Worker(ELECTION_WORKER, WorkerMode::Exit),
+        Strike::Worker(LEADER_LOOP_WORKER, WorkerMode::Crash),
+    ]);
+    v
+}
+
+/// A slow link below T (ORPH-3: the leader keeps the lock) and one beyond it, with jitter.
+fn latencies() -> [Strike; 2] {
+    let delay = |k: f64, j: f64| Latency {
+        delay: Span::T(k),
+        jitter: (j > 0.0).then_some(Span::T(j)),
+    };
+    [
+        Strike::Fault(Verb::Latency, Some(delay(0.4, 0.1))),
+        Strike::Fault(Verb::Latency, Some(delay(1.5, 0.5))),
+    ]
+}
+
+/// What a standby, or the struck leader again, may be struck with second.
+fn second_strikes() -> Vec<Strike> {
+    use Verb::*;
+    let mut v: Vec<Strike> = [Partition, Stall, Reset, Disable, Kill, Freeze, Terminate]
+        .into_iter()
+        .map(|verb| Strike::Fault(verb, None))
+        .collect();
+    v.extend(latencies());
+    v.extend([
+        Strike::Worker(ELECTION_WORKER, WorkerMode::Crash),
+        Strike::Worker(ELECTION_WORKER, WorkerMode::Exit),
+    ]);
+    v
+}
+
+/// Draws the schedule of `p`.
+pub fn draw(p: &Params) -> Scenario {
+    let mut d = Drawer {
+        rng: fastrand::Rng::with_seed(p.seed),
+        steps: Vec::new(),
+        expect: Vec::new(),
+        planned_t: 0.0,
+    };
+    d.wait(WaitFor::Leader, 5.0, None);
+    let rounds_t = p.duration.as_secs_f64() / p.t.as_secs_f64();
+    let mut round = 0;
+    while d.planned_t < rounds_t {
+        round += 1;
+        d.round(round);
+    }
+    d.wait(WaitFor::Leader, 5.0, Some("final".into()));
+    d.sleep(2.0);
+    let name = format!("chaos-{}", p.seed);
+    Scenario {
+        name: name.clone(),
+        file: PathBuf::from(format!("{name}.toml")),
+        description: format!(
+            "A chaos schedule drawn by `harness chaos` from seed {}: {round} round(s) of \
+             faults on {} replicas, each round waiting for a leader, striking it (and now and \
+             then a standby, or the leader again), holding, and lifting every fault; checked \
+             as a history. Replay it with `harness run` on this file.",
+            p.seed, p.replicas
+        ),
+        clauses: ["MET-1", "LOCK-3", "ISL-1", "DEM-3", "RUN-3", "ORPH-2"]
+            .map(String::from)
+            .to_vec(),
+        t: Some(Span::Abs(p.t)),
+        tick: None,
+        seed: Some(p.seed),
+        invariants: true,
+        story: Story::Faults,
+        replicas: replicas(p),
+        steps: d.steps,
+        expect: d.expect,
+    }
+}
+
+/// `r1`..`rN`, their paths given out in turn, with a restart budget that chaos cannot use up
+/// and a back-off of T, so a crashed worker is back within the round.
+fn replicas(p: &Params) -> BTreeMap<String, ReplicaDecl> {
+    let backoff = p.t.as_millis().to_string();
+    (1..=p.replicas)
+        .map(|i| {
+            let path = p.paths.get((i - 1) % p.paths.len().max(1)).copied();
+            let args = [
+                "--restart-budget",
+                "1000",
+                "--restart-window-ms",
+                "60000",
+                "--restart-backoff-ms",
+                &backoff,
+            ]
+            .map(String::from)
+            .to_vec();
+            let decl = ReplicaDecl {
+                path: path.unwrap_or_default(),
+                args,
+            };
+            (format!("r{i}"), decl)
+        })
+        .collect()
+}
+
+/// The schedule as it is drawn.
+struct Drawer {
+    rng: fastrand::Rng,
+    steps: Vec<Step>,
+    expect: Vec<Expectation>,
+    /// The rounds' planned length so far, in T (waits counted at a typical 1T).
+    planned_t: f64,
+}
+
+impl Drawer {
+    /// A multiple of 0.25T in `lo..=hi` (in T).
+    fn quarter(&mut self, lo: f64, hi: f64) -> f64 {
+        let steps = ((hi - lo) * 4.0).round() as u32;
+        lo + f64::from(self.rng.u32(0..=steps)) / 4.0
+    }
+
+    fn sleep(&mut self, k: f64) {
+        if k > 0.0 {
+            self.planned_t += k;
+            self.steps.push(Step::Sleep {
+                span: Span::T(k),
+                name: None,
+            });
+        }
+    }
+
+    fn wait(&mut self, until: WaitFor, within: f64, name: Option<String>) {
+        self.planned_t += 1.0;
+        self.steps.push(Step::WaitFor {
+            until,
+            within: Some(Span::T(within)),
+            name,
+        });
+    }
+
+    fn strike(&mut self, strike: &Strike, target: Target, name: &str) {
+        let name = Some(name.to_owned());
+        self.steps.push(match strike {
+            Strike::Fault(verb, latency) => Step::Fault {
+                verb: *verb,
+                target: if verb.subject() == Subject::Server {
+                    Target::Server
+                } else {
+                    target
+                },
+                latency: *latency,
+                name,
+            },
+            Strike::Worker(worker, mode) => Step::Control {
+                command: Control::Worker {
+                    name: (*worker).to_owned(),
+                    mode: *mode,
+                },
+                target,
+                name,
+            },
+        });
+    }
+
+    /// Expects `awaited` of the target of step `after` within `within` T.
+    fn expect(&mut self, clause: &str, kind: EventKind, after: &str, within: f64) {
+        self.expect.push(Expectation {
+            clause: clause.to_owned(),
+            expect: Expect::Event {
+                awaited: Awaited::Event(kind),
+                replica: Who::Named(after.to_owned()),
+                after: Some(after.to_owned()),
+                within: Some(Span::T(within)),
+                not_before: None,
+                absent: false,
+            },
+        });
+    }
+
+    /// One round: a leader, a strike on it, maybe a second strike, a hold, every fault lifted.
+    fn round(&mut self, n: usize) {
+        self.wait(WaitFor::Leader, 10.0, None);
+        let first = format!("r{n}-leader");
+        let a = self.pick(&first_strikes());
+        self.strike(&a, Target::Leader, &first);
+        let mut struck = vec![(a.clone(), first.clone())];
+        let combines = matches!(&a, Strike::Fault(v, _) if v.subject() == Subject::Link);
+        let second = if self.rng.u8(0..3) == 0 {
+            let again = combines && self.rng.bool();
+            let b = self.pick(&second_strikes());
+            let (target, name) = if again {
+                (Target::Named(first.clone()), format!("r{n}-again"))
+            } else {
+                (Target::Standby, format!("r{n}-standby"))
+            };
+            self.strike(&b, target, &name);
+            struck.push((b, name));
+            Some(again)
+        } else {
+            None
+        };
+        let hold = self.quarter(0.5, 5.0);
+        self.sleep(hold);
+        // Bounds whose outcome the round makes certain: nothing else struck the leader.
+        if second != Some(true) {
+            self.bounds_of(&a, &first, hold);
+        }
+        for (strike, name) in &struck {
+            self.lift(strike, name);
+        }
+        let settle = self.quarter(0.0, 2.0);
+        self.sleep(settle);
+    }
+
+    /// The conformance bounds of the leader's strike `a` (named `name`) held for `hold` T.
+    fn bounds_of(&mut self, a: &Strike, name: &str, hold: f64) {
+        match a {
+            Strike::Fault(Verb::Partition | Verb::Stall, _) if hold >= 2.5 => {
+                self.expect("DEM-2", EventKind::Demoted, name, 2.0);
+            }
+            Strike::Worker(ELECTION_WORKER, WorkerMode::Crash) => {
+                self.expect("RUN-7", EventKind::Abandoned, name, 0.25);
+            }
+            Strike::Fault(Verb::Terminate, _) => {
+                self.expect("RUN-6", EventKind::Released, name, 1.0);
+            }
+            _ => {}
+        }
+    }
+
+    /// Lifts strike `name`: its verb's inverse, or a restart of a process that is gone.
+    fn lift(&mut self, strike: &Strike, name: &str) {
+        match strike {
+            Strike::Fault(verb, _) if verb.inverse().is_some() => self.steps.push(Step::Heal {
+                fault: name.to_owned(),
+                name: None,
+            }),
+            Strike::Fault(Verb::Kill | Verb::Terminate, _) => self.steps.push(Step::Fault {
+                verb: Verb::Restart,
+                target: Target::Named(name.to_owned()),
+                latency: None,
+                name: None,
+            }),
+            _ => {}
+        }
+    }
+
+    fn pick(&mut self, from: &[Strike]) -> Strike {
+        from[self.rng.usize(..from.len())].clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(seed: u64) -> Params {
+        Params {
+            seed,
+            duration: Duration::from_secs(60),
+            replicas: 3,
+            paths: vec![DbPath::Direct, DbPath::PgbouncerSession],
+            t: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_schedule_and_another_seed_another() {
+        assert_eq!(draw(&params(7)), draw(&params(7)));
+        assert_ne!(draw(&params(7)).steps, draw(&params(8)).steps);
+    }
+
+    #[test]
+    fn a_schedule_is_a_valid_scenario_file_that_reads_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        for seed in 0..40 {
+            let s = draw(&params(seed));
+            let path = dir.path().join(&s.file);
+            std::fs::write(&path, s.to_toml()).unwrap();
+            let back = Scenario::load(&path).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert_eq!(back.steps, s.steps, "seed {seed}");
+            assert_eq!(back.expect, s.expect, "seed {seed}");
+            assert_eq!((back.seed, back.t), (s.seed, s.t));
+        }
+    }
+
+    #[test]
+    fn every_round_lifts_what_it_struck_and_the_run_ends_on_a_liveness_check() {
+        for seed in 0..40 {
+            let s = draw(&params(seed));
+            let mut open: Vec<&str> = Vec::new();
+            for step in &s.steps {
+                match step {
+                    Step::Fault { verb, name, .. } if verb.inverse().is_some() => {
+                        open.push(name.as_deref().unwrap());
+                    }
+                    Step::Heal { fault, .. } => open.retain(|n| n != fault),
+                    _ => {}
+                }
+            }
+            assert!(open.is_empty(), "seed {seed}: {open:?} never healed");
+            let tail: Vec<_> = s.steps.iter().rev().take(2).collect();
+            assert!(
+                matches!(tail[1], Step::WaitFor { until: WaitFor::Leader, within: Some(Span::T(k)), .. } if *k == 5.0),
+                "seed {seed}: {:?}",
+                tail[1]
+            );
+        }
+    }
+
+    #[test]
+    fn across_seeds_every_verb_and_worker_fault_is_drawn() {
+        let mut verbs = std::collections::BTreeSet::new();
+        let mut workers = std::collections::BTreeSet::new();
+        for seed in 0..20 {
+            for step in draw(&params(seed)).steps {
+                match step {
+                    Step::Fault { verb, .. } => {
+                        verbs.insert(verb);
+                    }
+                    Step::Control {
+                        command: Control::Worker { name, mode },
+                        ..
+                    } => {
+                        workers.insert(format!("{name} {mode:?}"));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(verbs.into_iter().collect::<Vec<_>>(), Verb::ALL);
+        assert_eq!(workers.len(), 3, "{workers:?}");
+    }
+}

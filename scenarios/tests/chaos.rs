@@ -1,0 +1,58 @@
+//! The CI-sized chaos run: a few fixed seeds, about a minute of fault rounds each, against real
+//! containers and replica processes; every check of the history must hold. A failure names the
+//! seed and the schedule file that replays it (`harness run <file>`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::chaos::{run_seed, schedule::Params};
+use harness::scenario::model::DbPath;
+use harness::scenario::run::RunOptions;
+use rstest::rstest;
+
+/// T for the chaos run, and the scheduling slack on top of each bound (small against T).
+const T: Duration = Duration::from_millis(200);
+const SLACK: Duration = Duration::from_millis(50);
+/// How long each seed's fault rounds last, at least.
+const ROUNDS: Duration = Duration::from_secs(40);
+
+#[rstest]
+#[case::seed_4(4, &[DbPath::Direct])]
+#[case::seed_2(2, &[DbPath::Direct])]
+#[case::seed_3(3, &[DbPath::Direct])]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath]) {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chaos-runs");
+    let opts = RunOptions {
+        t: T,
+        seed,
+        out,
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness")),
+        images: harness::topology::Images::from_env(),
+        slack: SLACK,
+        repeat: 1,
+    };
+    let params = Params {
+        seed,
+        duration: ROUNDS,
+        replicas: 3,
+        paths: paths.to_vec(),
+        t: T,
+    };
+    let run = run_seed(&params, &opts)
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+    let found: Vec<String> = run.violations().map(ToString::to_string).collect();
+    assert!(
+        found.is_empty(),
+        "seed {seed}, after {} fault events; replay: harness run {}\n{}",
+        run.fault_events,
+        run.file.display(),
+        found.join("\n")
+    );
+    assert!(
+        run.fault_events >= 20,
+        "seed {seed}: only {} fault events in {ROUNDS:?}",
+        run.fault_events
+    );
+}
