@@ -182,7 +182,7 @@ impl Rows {
         let server_gone = |since: f64| {
             (self.faults.iter()).any(|f| {
                 matches!(f.verb, Verb::RestartServer | Verb::StopServer)
-                    && f.applied_ms > since
+                    && f.applied_ms >= since
                     && f.applied_ms <= at_ms
             })
         };
@@ -604,6 +604,15 @@ mod tests {
         too_long.extend(stray(11_700.0));
         let c = rows_belong_to_terms(&too_long, &bounds());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        // A partition lifted before the grant, or applied after it, held no close back.
+        let mut before = vec![fault(10_000.0, false), fault(10_500.0, true)];
+        before.extend(stray(11_096.0));
+        let c = rows_belong_to_terms(&before, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        let mut after = stray(11_096.0);
+        after.push(fault(11_500.0, false));
+        let c = rows_belong_to_terms(&after, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 
     /// Chaos seed 2 (CI): r1's term on backend 29 ended; the server restarted and handed pid 29
@@ -672,17 +681,60 @@ mod tests {
         let held = vec![locks(14_079.0, &[(33, "")]), locks(33_782.0, &[(33, "")])];
         let c = rows_belong_to_terms(&held, &bounds());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        // A restart at the very moment of the last sample that showed it ends it too.
+        let mut at_once = across.clone();
+        at_once[1].t_ms = 14_079.0;
+        let c = rows_belong_to_terms(&at_once, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        // A sample that shows only another backend's row breaks it; another fault does not.
+        let other = vec![
+            ev(0.0, "r2", acquired(1, 7)),
+            locks(200.0, &[(9, "r1")]),
+            locks(300.0, &[(7, "r2")]),
+            locks(700.0, &[(9, "r1")]),
+        ];
+        let c = rows_belong_to_terms(&other, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        let partition = Entry {
+            t_ms: 400.0,
+            what: What::Fault {
+                verb: Verb::Partition,
+                target: "r2".into(),
+                lifted: false,
+            },
+        };
+        let through = vec![
+            locks(200.0, &[(9, "r1")]),
+            locks(380.0, &[(9, "r1")]),
+            partition,
+            locks(420.0, &[(9, "r1")]),
+            locks(700.0, &[(9, "r1")]),
+        ];
+        let c = rows_belong_to_terms(&through, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
         // ISL-1 reads the rows through the same judge: a second brief sighting is excused.
-        let mut judge = Rows::new(&apart, &bounds());
-        let seen: Vec<RowIs> = (apart.iter())
+        assert_eq!(judged(&apart), [RowIs::Excused, RowIs::Excused]);
+        // One grant of no term is excused for T plus the report lag (here 2T), no longer.
+        let long: Vec<Entry> = [0.0, 100.0, 200.0, 350.0, 450.0]
+            .into_iter()
+            .map(|t| locks(t, &[(9, "r1")]))
+            .collect();
+        let stray = RowIs::Stray { since_ms: 0.0 };
+        let excused = [RowIs::Excused; 4];
+        assert_eq!(judged(&long), [&excused[..], &[stray]].concat());
+    }
+
+    /// What the judge says of each granted row of `h`'s samples, in order.
+    fn judged(h: &[Entry]) -> Vec<RowIs> {
+        let mut judge = Rows::new(h, &bounds());
+        (h.iter())
             .filter_map(|e| match &e.what {
                 What::Locks { rows } => Some(judge.sample(e.t_ms, rows)),
                 _ => None,
             })
             .flatten()
             .map(|(is, _)| is)
-            .collect();
-        assert_eq!(seen, [RowIs::Excused, RowIs::Excused]);
+            .collect()
     }
 
     #[test]

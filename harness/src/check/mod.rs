@@ -930,6 +930,12 @@ pub(crate) mod tests {
         ];
         let c = gauge_sum(&late, 500.0, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        // Read 450 ms later, more than the report lag (T), it is a second leader by the gauges.
+        let mut too_late = late.clone();
+        too_late[2].t_ms = 600.0;
+        too_late.swap(2, 3);
+        let c = gauge_sum(&too_late, 700.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 
     #[test]
