@@ -58,7 +58,7 @@ enum Strike {
 /// What the leader may be struck with first: every verb and worker fault.
 fn first_strikes() -> Vec<Strike> {
     use Verb::*;
-    let mut v: Vec<Strike> = [
+    let verbs = [
         Partition,
         Stall,
         Reset,
@@ -69,16 +69,33 @@ fn first_strikes() -> Vec<Strike> {
         Terminate,
         RestartServer,
         StopServer,
-    ]
-    .into_iter()
-    .map(|verb| Strike::Fault(verb, None))
-    .collect();
+    ];
+    strikes(&verbs, &[(LEADER_LOOP_WORKER, WorkerMode::Crash)])
+}
+
+/// What a standby, or the struck leader again, may be struck with second.
+fn second_strikes() -> Vec<Strike> {
+    use Verb::*;
+    let verbs = [Partition, Stall, Reset, Disable, Kill, Freeze, Terminate];
+    strikes(&verbs, &[])
+}
+
+/// `verbs`, then both latencies, then a crash and an exit of the election worker, then
+/// `workers`: the order a seed's draws follow.
+fn strikes(verbs: &[Verb], workers: &[(&'static str, WorkerMode)]) -> Vec<Strike> {
+    let mut v: Vec<Strike> = (verbs.iter())
+        .map(|&verb| Strike::Fault(verb, None))
+        .collect();
     v.extend(latencies());
     v.extend([
         Strike::Worker(ELECTION_WORKER, WorkerMode::Crash),
         Strike::Worker(ELECTION_WORKER, WorkerMode::Exit),
-        Strike::Worker(LEADER_LOOP_WORKER, WorkerMode::Crash),
     ]);
+    v.extend(
+        workers
+            .iter()
+            .map(|&(name, mode)| Strike::Worker(name, mode)),
+    );
     v
 }
 
@@ -92,21 +109,6 @@ fn latencies() -> [Strike; 2] {
         Strike::Fault(Verb::Latency, Some(delay(0.4, 0.1))),
         Strike::Fault(Verb::Latency, Some(delay(1.5, 0.5))),
     ]
-}
-
-/// What a standby, or the struck leader again, may be struck with second.
-fn second_strikes() -> Vec<Strike> {
-    use Verb::*;
-    let mut v: Vec<Strike> = [Partition, Stall, Reset, Disable, Kill, Freeze, Terminate]
-        .into_iter()
-        .map(|verb| Strike::Fault(verb, None))
-        .collect();
-    v.extend(latencies());
-    v.extend([
-        Strike::Worker(ELECTION_WORKER, WorkerMode::Crash),
-        Strike::Worker(ELECTION_WORKER, WorkerMode::Exit),
-    ]);
-    v
 }
 
 /// Draws the schedule of `p`.
