@@ -37,9 +37,11 @@ pub struct Term {
     /// When it ended: `demoted`, `released` or `abandoned`, a new `started` of its replica (a
     /// restart), or a `kill` or `restart` of its process. `None`: live at the end of the run.
     pub ended_ms: Option<f64>,
-    /// When the server ended every session after the term began (it was restarted or
-    /// stopped): no later row is this term's, whatever its backend pid (PostgreSQL hands pids
-    /// out again).
+    /// When the term's session was seen gone: the server ended every session after the term
+    /// began (it was restarted or stopped), or a pg_locks sample after the term ended showed
+    /// no row of its backend (its lock, once gone, never comes back to that session). No later
+    /// row is this term's, whatever its backend pid: PostgreSQL hands pids out again, and
+    /// PgBouncer lends the same server session to its next client.
     pub session_gone_ms: Option<f64>,
 }
 
@@ -92,6 +94,15 @@ pub fn terms(entries: &[Entry]) -> Vec<Term> {
                 ..
             } => (all.iter_mut().filter(|t| t.session_gone_ms.is_none()))
                 .for_each(|t| t.session_gone_ms = Some(e.t_ms)),
+            What::Locks { rows } => {
+                let shows = |pid: i32| rows.iter().any(|r| r.1 && r.0 == pid);
+                (all.iter_mut())
+                    .filter(|t| {
+                        t.session_gone_ms.is_none() && t.ended_ms.is_some_and(|end| end < e.t_ms)
+                    })
+                    .filter(|t| !shows(t.backend_pid))
+                    .for_each(|t| t.session_gone_ms = Some(e.t_ms));
+            }
             _ => {}
         }
     }
@@ -645,6 +656,58 @@ mod tests {
             .cloned()
             .collect();
         let c = rows_leave_with_their_terms(&kept, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// Chaos seed 9 on `direct,pgbouncer-session`: r2 (behind PgBouncer) led term 1 on server
+    /// backend 40, and its row left 14 ms after the term ended. PgBouncer kept that server
+    /// session and lent it to r2's pool; 10 s later a given-up attempt of r2's was granted on
+    /// it for about T. That row is a new grant, not term 1's outliving it by 51T: a sample that
+    /// shows the ended term's row gone ends its session for good.
+    #[test]
+    fn a_backend_seen_free_after_its_term_is_another_session_later() {
+        let h = vec![
+            ev(19_603.0, "r2", acquired(1, 40)),
+            locks(19_618.0, &[(40, "r2")]),
+            ev(20_204.0, "r2", demoted(1)),
+            locks(20_317.0, &[(40, "r2")]),
+            ev(20_334.0, "r3", acquired(2, 72)),
+            locks(20_339.0, &[(72, "r3")]),
+            ev(29_200.0, "r2", acquired(3, 50)),
+            locks(29_216.0, &[(50, "r2")]),
+            ev(30_362.0, "r2", demoted(3)),
+            locks(30_379.0, &[(40, "r2")]),
+            locks(30_458.0, &[(40, "r2")]),
+            locks(30_557.0, &[(40, "r2")]),
+            locks(30_578.0, &[]),
+        ];
+        let c = rows_leave_with_their_terms(&h, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(rows_belong_to_terms(&h, &bounds()).verdict, Verdict::Valid);
+        // Without the samples that saw it gone, the same row is term 1's, 51T after its end.
+        let unbroken: Vec<Entry> = (h.iter())
+            .filter(|e| ![20_339.0, 29_216.0].contains(&e.t_ms))
+            .cloned()
+            .collect();
+        let c = rows_leave_with_their_terms(&unbroken, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        // A sample before the term ended that misses the row does not end its session.
+        let early = vec![
+            ev(0.0, "r2", acquired(1, 40)),
+            locks(10.0, &[]),
+            ev(100.0, "r2", demoted(1)),
+            locks(1000.0, &[(40, "r2")]),
+        ];
+        let c = rows_leave_with_their_terms(&early, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        // Nor does a sample at the very moment the term ended.
+        let at_end = vec![
+            ev(0.0, "r2", acquired(1, 40)),
+            ev(100.0, "r2", demoted(1)),
+            locks(100.0, &[]),
+            locks(1000.0, &[(40, "r2")]),
+        ];
+        let c = rows_leave_with_their_terms(&at_end, &bounds());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 
