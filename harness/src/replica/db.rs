@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, Context as _};
-use deadpool_postgres::{ManagerConfig, Pool, PoolConfig, PoolError, RecyclingMethod, Runtime};
+use anyhow::{anyhow, bail};
+use deadpool_postgres::{
+    ManagerConfig, Object, Pool, PoolConfig, PoolError, RecyclingMethod, Runtime,
+};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
@@ -27,11 +29,13 @@ pub(crate) struct Database {
 
 impl Database {
     /// Parses `dsn`, builds the pool, proves the server is reachable within `timeout` (one
-    /// pooled connection, which also creates `leader_work`), and opens the pool's other
-    /// connections (`pool_max` in all).
+    /// pooled connection, which also creates `leader_work`; a refusal is tried again until
+    /// then), and opens the pool's other connections (`pool_max` in all).
     ///
     /// # Errors
-    /// An invalid DSN, or a server that does not answer within `timeout`.
+    /// An invalid DSN, a refusal that waiting cannot cure (authorization, a missing database,
+    /// no right to create the table), or a server that does not let the replica in within
+    /// `timeout`.
     pub(crate) async fn connect(
         dsn: &str,
         replica: &str,
@@ -55,36 +59,7 @@ impl Database {
             .map_err(|e| anyhow!("cannot build the pool: {e}"))?;
         // The first connection proves the server is there and stays in the pool, warm for the
         // elector's first check and the boot passes.
-        let no_answer = || anyhow!("PostgreSQL at {target} did not answer within {timeout:?}");
-        let client = tokio::time::timeout(timeout, pool.get())
-            .await
-            .map_err(|_| no_answer())?
-            .map_err(|e| match e {
-                PoolError::Backend(e) => anyhow!("cannot connect to PostgreSQL at {target}: {e}"),
-                other => anyhow!("cannot connect to PostgreSQL at {target}: {other}"),
-            })?;
-        let created = tokio::time::timeout(timeout, client.batch_execute(WORK_TABLE_DDL))
-            .await
-            .map_err(|_| no_answer())?;
-        match created {
-            Ok(()) => {}
-            // Replicas booting together race on CREATE TABLE IF NOT EXISTS; the loser's error
-            // means the table is there.
-            Err(e)
-                if [
-                    SqlState::UNIQUE_VIOLATION,
-                    SqlState::DUPLICATE_TABLE,
-                    SqlState::DUPLICATE_OBJECT,
-                ]
-                .iter()
-                .any(|c| e.code() == Some(c)) =>
-            {
-                tracing::debug!(error = %e, "leader_work: created concurrently by another replica");
-            }
-            Err(e) => {
-                return Err(e).with_context(|| format!("cannot create leader_work at {target}"))
-            }
-        }
+        let client = first_connection(&pool, &target, timeout).await?;
         // Warm the pool to its size now, so no connection is opened while the loops run: a
         // connection's handshake (SCRAM above all, in a debug build) takes CPU from the runtime
         // the election's checks run on.
@@ -154,6 +129,109 @@ impl Database {
                 }
             }
         });
+    }
+}
+
+/// The pause between two boot attempts on a database that refused the replica.
+const BOOT_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The first pooled connection, with `leader_work` created on it. A database that refuses or
+/// drops the replica is tried again every [`BOOT_RETRY_PAUSE`] until `timeout`: a server still
+/// starting or restarting, or PgBouncer refusing logins for `server_login_retry` after a server
+/// stop (chaos seeds 110 and 117 on `pgbouncer-session`). A refusal that waiting cannot cure (a
+/// wrong password, a missing database, no right to create the table) fails at once.
+async fn first_connection(pool: &Pool, target: &str, timeout: Duration) -> anyhow::Result<Object> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let failed = match tokio::time::timeout_at(deadline, attempt(pool)).await {
+            Err(_) => bail!("PostgreSQL at {target} did not answer within {timeout:?}"),
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(failed)) => failed,
+        };
+        let retry_at = tokio::time::Instant::now() + BOOT_RETRY_PAUSE;
+        if failed.lasts() || retry_at >= deadline {
+            let tried = if attempts > 1 {
+                format!(" ({attempts} attempts in {timeout:?})")
+            } else {
+                String::new()
+            };
+            return Err(match failed {
+                BootFailure::Connect(_) => {
+                    anyhow!("cannot connect to PostgreSQL at {target}: {failed}{tried}")
+                }
+                BootFailure::Create(_) => {
+                    anyhow!("cannot create leader_work at {target}: {failed}{tried}")
+                }
+            });
+        }
+        tracing::warn!(attempt = attempts, error = %failed, "boot: PostgreSQL at {target} refused the replica; trying again");
+        tokio::time::sleep_until(retry_at).await;
+    }
+}
+
+/// Why one boot attempt failed.
+#[derive(Debug)]
+enum BootFailure {
+    /// No pooled connection.
+    Connect(PoolError),
+    /// The connection came, but `leader_work` could not be created on it.
+    Create(tokio_postgres::Error),
+}
+
+impl BootFailure {
+    /// Whether waiting cannot cure it: the server answered with an authorization (class 28),
+    /// missing-database (3D) or access-rule (42) error.
+    fn lasts(&self) -> bool {
+        let code = match self {
+            BootFailure::Connect(PoolError::Backend(e)) | BootFailure::Create(e) => e.code(),
+            BootFailure::Connect(_) => None,
+        };
+        code.is_some_and(|c| {
+            ["28", "3D", "42"]
+                .iter()
+                .any(|class| c.code().starts_with(class))
+        })
+    }
+}
+
+impl std::fmt::Display for BootFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootFailure::Connect(PoolError::Backend(e)) | BootFailure::Create(e) => {
+                // The server's own message (e.g. PgBouncer's "server login has been failing"),
+                // not only "db error".
+                match e.as_db_error() {
+                    Some(db) => write!(f, "{e}: {}", db.message()),
+                    None => write!(f, "{e}"),
+                }
+            }
+            BootFailure::Connect(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// One boot attempt: a pooled connection, then `leader_work` created on it.
+async fn attempt(pool: &Pool) -> Result<Object, BootFailure> {
+    let client = pool.get().await.map_err(BootFailure::Connect)?;
+    match client.batch_execute(WORK_TABLE_DDL).await {
+        Ok(()) => Ok(client),
+        // Replicas booting together race on CREATE TABLE IF NOT EXISTS; the loser's error
+        // means the table is there.
+        Err(e)
+            if [
+                SqlState::UNIQUE_VIOLATION,
+                SqlState::DUPLICATE_TABLE,
+                SqlState::DUPLICATE_OBJECT,
+            ]
+            .iter()
+            .any(|c| e.code() == Some(c)) =>
+        {
+            tracing::debug!(error = %e, "leader_work: created concurrently by another replica");
+            Ok(client)
+        }
+        Err(e) => Err(BootFailure::Create(e)),
     }
 }
 

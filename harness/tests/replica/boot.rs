@@ -86,7 +86,8 @@ fn bad_flags_fail_clearly() {
     assert!(err.contains("no loop named \"no-such-loop\""), "{err}");
 }
 
-/// An unreachable DSN at boot: a refused port fails at once; a server that accepts but never
+/// An unreachable DSN at boot: a refused port is tried again until the boot timeout, then
+/// fails with the last error and the number of attempts; a server that accepts but never
 /// answers fails after the boot timeout. Either way: non-zero exit, one clear line, and
 /// `ReplicaProcess::spawn` reports it with the stderr tail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,6 +108,7 @@ async fn unreachable_dsn_fails_at_boot() {
         "{text}"
     );
     assert!(text.contains("(exit status: 1)"), "{text}");
+    assert!(text.contains("attempts in 5s)"), "{text}");
 
     // A black hole: the kernel accepts, nobody answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -126,6 +128,65 @@ async fn unreachable_dsn_fails_at_boot() {
     assert_eq!(code, Some(1));
     assert!(err.contains("did not answer within 5s"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(8));
+}
+
+/// A database that refuses the replica at first (a server still starting, or PgBouncer
+/// refusing logins for `server_login_retry` after a server stop: chaos seeds 110 and 117 on
+/// `pgbouncer-session`, where a restarted replica exited with "server login has been failing")
+/// and answers within the boot timeout: the replica retries and boots. Behind the proxy, every
+/// connection is reset at once for the first second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_answers_within_the_boot_timeout_is_waited_for() {
+    let _serial = crate::fixture::shared().await;
+    let pg = Pg::start().await;
+    let proxy = testkit::proxy::Proxy::start(pg.port()).await;
+    let refuse = serde_json::json!({"timeout": 0});
+    proxy
+        .add_toxic("refuse", "reset_peer", "downstream", refuse)
+        .await;
+    let mut spec = pg.spec("late1");
+    spec.dsn = Some(pg.url_via(proxy.port));
+    let booting = tokio::spawn(ReplicaProcess::spawn(binary(), spec));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!booting.is_finished(), "the replica gave up at once");
+    proxy.remove_toxic("refuse").await;
+    let mut r = booting
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("the replica did not boot: {e:#}"));
+    assert!(r.has_elector());
+    r.wait_for_event(0, Duration::from_secs(10), |e| {
+        matches!(e, ReplicaEvent::Ready)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("not ready: {e:#}"));
+    r.sigterm().unwrap();
+    assert_eq!(r.wait().await.unwrap().code(), Some(0));
+}
+
+/// A refusal that waiting cannot cure fails at once: a database that does not exist (3D000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_database_fails_at_once() {
+    let _serial = crate::fixture::shared().await;
+    let pg = Pg::start().await;
+    let dsn = pg.url().replace("/plexsphere", "/no_such_database");
+    let started = std::time::Instant::now();
+    let (code, err) =
+        tokio::task::spawn_blocking(move || run_replica(&["--name", "m1", "--dsn", &dsn]))
+            .await
+            .unwrap();
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("cannot connect to PostgreSQL at 127.0.0.1")
+            && err.contains("\"no_such_database\" does not exist")
+            && !err.contains("attempts"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// READY-1: before its first tick a probe reports the boot pass; a failing boot pass keeps the

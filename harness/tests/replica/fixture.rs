@@ -58,6 +58,16 @@ impl Pg {
         self.0.url()
     }
 
+    /// The URL of this server's database through a proxy listening on `port`.
+    pub fn url_via(&self, port: u16) -> String {
+        self.0.url_via(port)
+    }
+
+    /// The host port mapped to the server's 5432.
+    pub fn port(&self) -> u16 {
+        self.0.port
+    }
+
     /// A direct observer connection.
     pub async fn observer(&self) -> tokio_postgres::Client {
         self.0.observer().await
