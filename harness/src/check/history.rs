@@ -515,7 +515,7 @@ pub fn reported_unlocks_hold(entries: &[Entry], b: &Bounds) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::tests::{bounds, ev};
+    use crate::check::tests::{bounds, ev, fault};
 
     fn locks(t_ms: f64, rows: &[(i32, &str)]) -> Entry {
         Entry {
@@ -587,14 +587,7 @@ mod tests {
     /// close back, the same row is a violation; under one, a row past 4T is too.
     #[test]
     fn a_grant_whose_close_a_partition_holds_back_may_last_the_orphan_bound() {
-        let fault = |t_ms: f64, lifted: bool| Entry {
-            t_ms,
-            what: What::Fault {
-                verb: Verb::Partition,
-                target: "r1".into(),
-                lifted,
-            },
-        };
+        let fault = |t_ms, lifted| fault(t_ms, Verb::Partition, "r1", lifted);
         let stray = |until: f64| -> Vec<Entry> {
             let mut t = 10_616.0;
             let mut h = Vec::new();
@@ -631,14 +624,7 @@ mod tests {
     /// term's outliving it: no session survives a server restart.
     #[test]
     fn a_pid_handed_out_again_after_a_server_restart_is_not_the_old_terms_row() {
-        let restart = Entry {
-            t_ms: 4470.0,
-            what: What::Fault {
-                verb: Verb::RestartServer,
-                target: "postgres".into(),
-                lifted: false,
-            },
-        };
+        let restart = fault(4470.0, Verb::RestartServer, "postgres", false);
         let h = vec![
             ev(2096.0, "r1", acquired(2, 29)),
             ev(3298.0, "r1", demoted(2)),
@@ -725,14 +711,7 @@ mod tests {
         ];
         let c = rows_belong_to_terms(&apart, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
-        let restart = Entry {
-            t_ms: 20_000.0,
-            what: What::Fault {
-                verb: Verb::RestartServer,
-                target: "postgres".into(),
-                lifted: false,
-            },
-        };
+        let restart = fault(20_000.0, Verb::RestartServer, "postgres", false);
         let across = vec![
             locks(14_079.0, &[(33, "r1")]),
             restart,
@@ -758,14 +737,7 @@ mod tests {
         ];
         let c = rows_belong_to_terms(&other, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
-        let partition = Entry {
-            t_ms: 400.0,
-            what: What::Fault {
-                verb: Verb::Partition,
-                target: "r2".into(),
-                lifted: false,
-            },
-        };
+        let partition = fault(400.0, Verb::Partition, "r2", false);
         let through = vec![
             locks(200.0, &[(9, "r1")]),
             locks(380.0, &[(9, "r1")]),
@@ -854,14 +826,7 @@ mod tests {
 
     #[test]
     fn a_kill_ends_the_term_and_a_freeze_does_not() {
-        let kill = |verb| Entry {
-            t_ms: 100.0,
-            what: What::Fault {
-                verb,
-                target: "r1".into(),
-                lifted: false,
-            },
-        };
+        let kill = |verb| fault(100.0, verb, "r1", false);
         let h = vec![ev(0.0, "r1", acquired(1, 7)), kill(Verb::Kill)];
         assert_eq!(terms(&h)[0].ended_ms, Some(100.0));
         let h = vec![ev(0.0, "r1", acquired(1, 7)), kill(Verb::Freeze)];

@@ -794,6 +794,18 @@ pub(crate) mod tests {
     use super::*;
 
     /// A replica's event at `t_ms` (shared with the snapshot tests).
+    /// A fault entry: `verb` on `target` applied (or, with `lifted`, lifted) at `t_ms`.
+    pub(crate) fn fault(t_ms: f64, verb: Verb, target: &str, lifted: bool) -> Entry {
+        Entry {
+            t_ms,
+            what: What::Fault {
+                verb,
+                target: target.into(),
+                lifted,
+            },
+        }
+    }
+
     pub(crate) fn ev(t_ms: f64, replica: &str, event: ReplicaEvent) -> Entry {
         Entry {
             t_ms,
@@ -1095,14 +1107,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_write_held_by_its_link_is_counted_apart_and_a_late_write_without_one_is_not() {
-        let fault = |t_ms, verb, lifted| Entry {
-            t_ms,
-            what: What::Fault {
-                verb,
-                target: "a".into(),
-                lifted,
-            },
-        };
+        let fault = |t_ms, verb, lifted| fault(t_ms, verb, "a", lifted);
         let row = |t_ms| WorkRow {
             loop_name: "sweep".into(),
             replica: "a".into(),
@@ -1128,14 +1133,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_thawed_leader_that_abandons_leads_no_longer() {
-        let fault = |t_ms, lifted| Entry {
-            t_ms,
-            what: What::Fault {
-                verb: Verb::Freeze,
-                target: "a".into(),
-                lifted,
-            },
-        };
+        let fault = |t_ms, lifted| fault(t_ms, Verb::Freeze, "a", lifted);
         let abandoned = ReplicaEvent::Abandoned {
             term: 1,
             panicked: false,
@@ -1152,14 +1150,7 @@ pub(crate) mod tests {
 
     #[test]
     fn frozen_leader_is_not_counted_while_frozen() {
-        let fault = |t_ms: f64, lifted: bool| Entry {
-            t_ms,
-            what: What::Fault {
-                verb: Verb::Freeze,
-                target: "a".into(),
-                lifted,
-            },
-        };
+        let fault = |t_ms, lifted| fault(t_ms, Verb::Freeze, "a", lifted);
         let tl = vec![
             ev(0.0, "a", acquired(1)),
             fault(100.0, false),
