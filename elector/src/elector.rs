@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::idle_session_timeout_ms;
 use crate::gauge::LeaderGauge;
 use crate::leadership::{Leadership, Publisher};
-use crate::term::{Term, TermState};
+use crate::term::{Lease, Term, TermState};
 use crate::{Config, Error};
 
 /// Elects one leader among the replicas that share a database (spec: "Background leader").
@@ -33,8 +33,10 @@ pub(crate) struct Inner {
     pub(crate) attempt: String,
     pub(crate) verify_lock: bool,
     pub(crate) gauge: LeaderGauge,
-    /// ISL-1: the one source of truth for `is_leader`.
+    /// ISL-1: the one source of truth for `is_leader`, with the live term's lease.
     pub(crate) leader: AtomicBool,
+    /// The live term's lease: 4·T past the last statement the server answered on its session.
+    pub(crate) lease: Arc<Lease>,
     /// The live term, if any; `None` on a standby.
     pub(crate) current: Mutex<Option<Arc<TermState>>>,
     /// The leadership watch (the while-leader launcher waits on it).
@@ -96,6 +98,7 @@ impl Elector {
                 verify_lock: config.verify_lock,
                 gauge,
                 leader: AtomicBool::new(false),
+                lease: Arc::new(Lease::new(interval * crate::IDLE_SESSION_INTERVALS)),
                 current: Mutex::new(None),
                 leadership: Publisher::new(),
                 terms: AtomicU64::new(0),
@@ -109,10 +112,14 @@ impl Elector {
         self.inner.interval
     }
 
-    /// Whether this replica holds the lock (spec: `IsLeader`). Reads an atomic; safe and cheap
-    /// from any thread (ISL-1).
+    /// Whether this replica holds the lock (spec: `IsLeader`). Reads two atomics (the flag and
+    /// the term's lease); safe and cheap from any thread (ISL-1).
+    ///
+    /// False as soon as the term's lease has run out, 4·T after the last check the server
+    /// answered: a process that was frozen or starved that long may have lost its session to
+    /// the server's timeout, and another replica may lead, before its own next check runs.
     pub fn is_leader(&self) -> bool {
-        self.inner.leader.load(Ordering::SeqCst)
+        self.inner.leader.load(Ordering::SeqCst) && !self.inner.lease.run_out()
     }
 
     /// The number of the live term (1 for this elector's first), or `None` on a standby.
@@ -143,6 +150,7 @@ impl Elector {
     /// Returns [`Done::Standby`] without calling `work` on a standby (DO-1), [`Done::Ran`] with
     /// the work's result when leadership held until it returned (DO-2), and [`Done::Lost`],
     /// logged at INFO, when leadership ended while it ran and `parent` is still live (DO-3).
+    /// A term whose lease has run out counts as ended (see [`Elector::is_leader`]).
     /// Cancellation-safe: dropping the future drops the work and its `Term`.
     pub async fn do_work<F, Fut, T, E>(&self, parent: &CancellationToken, work: F) -> Done<T, E>
     where

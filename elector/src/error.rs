@@ -24,6 +24,14 @@ pub enum Error {
     /// X-VERIFY: the leader's own session no longer holds the lock.
     #[error("the lock session no longer holds the leader lock")]
     LockGone,
+    /// No statement on the lock session was answered for the length of its lease (4·T, the
+    /// orphaned-session bound): the process was frozen or starved that long, and the server may
+    /// have ended the session and another replica may lead.
+    #[error(
+        "no check was answered for {0:?} (4·T): the server may have ended the lock session \
+         (was this process frozen or starved?)"
+    )]
+    LeaseRunOut(Duration),
     /// The server answered something the elector does not understand.
     #[error("unexpected answer: {0}")]
     Protocol(String),

@@ -147,6 +147,7 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
         .await
         .map_err(|_| Error::Timeout(t))??;
     let loan = Loan::new(object);
+    let sent = tokio::time::Instant::now();
     let answer = loan.query(&inner.attempt, t).await?;
     let row = answer.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some((
@@ -156,8 +157,10 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
         _ => None,
     });
     match row {
-        Some((outcome, Some(pid))) if outcome == "granted" => loan.grant(pid, true).map(Some),
-        Some((outcome, Some(pid))) if outcome == "unbounded" => loan.grant(pid, false).map(Some),
+        Some((outcome, Some(pid))) if outcome == "granted" => loan.grant(pid, true, sent).map(Some),
+        Some((outcome, Some(pid))) if outcome == "unbounded" => {
+            loan.grant(pid, false, sent).map(Some)
+        }
         Some((outcome, _)) if outcome == "refused" => {
             loan.give_back();
             Ok(None)

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use deadpool_postgres::{ClientWrapper, Object};
+use tokio::time::Instant;
 use tokio_postgres::SimpleQueryMessage;
 
 use crate::config::UNLOCK_DEADLINE;
@@ -67,15 +68,21 @@ impl Loan {
         drop(self.0.take());
     }
 
-    /// The lock was granted on this session, with the orphaned-session bound set by the same
-    /// statement unless the server lacks the setting (`bounded`): detach it from the pool for
-    /// good (RUN-3).
-    pub(crate) fn grant(mut self, backend_pid: i32, bounded: bool) -> Result<Grant, Error> {
+    /// The lock was granted on this session by a statement sent at `sent`, with the
+    /// orphaned-session bound set by the same statement unless the server lacks the setting
+    /// (`bounded`): detach it from the pool for good (RUN-3).
+    pub(crate) fn grant(
+        mut self,
+        backend_pid: i32,
+        bounded: bool,
+        sent: Instant,
+    ) -> Result<Grant, Error> {
         let object = self.0.take().ok_or(Error::LockGone)?;
         Ok(Grant {
             client: Object::take(object),
             backend_pid,
             bounded,
+            sent,
         })
     }
 }
@@ -97,6 +104,8 @@ pub(crate) struct Grant {
     backend_pid: i32,
     /// Whether the server took the bound (PostgreSQL 14 and later).
     bounded: bool,
+    /// When the granting statement was sent: the term's lease runs from it.
+    sent: Instant,
 }
 
 impl Grant {
@@ -109,7 +118,7 @@ impl Grant {
                  older): an orphaned lock session is bounded only by TCP keepalives"
             );
         }
-        LockSession::begin(inner, self.client, self.backend_pid)
+        LockSession::begin(inner, self.client, self.backend_pid, self.sent)
     }
 }
 
@@ -123,10 +132,12 @@ pub(crate) struct LockSession {
 }
 
 impl LockSession {
-    /// RUN-3: a term begins on `client`, which holds the lock and its bound.
-    fn begin(inner: &Arc<Inner>, client: ClientWrapper, backend_pid: i32) -> Self {
+    /// RUN-3: a term begins on `client`, which holds the lock and its bound, granted by a
+    /// statement sent at `sent`.
+    fn begin(inner: &Arc<Inner>, client: ClientWrapper, backend_pid: i32, sent: Instant) -> Self {
         let number = inner.terms.fetch_add(1, Ordering::SeqCst) + 1;
-        let term = TermState::new(number);
+        inner.lease.grant(sent);
+        let term = TermState::new(number, inner.lease.clone());
         *inner.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(term.clone());
         inner.leader.store(true, Ordering::SeqCst);
         inner.gauge.set(true);
@@ -166,8 +177,23 @@ impl LockSession {
     }
 
     /// RUN-5: the leader's check: `SELECT 1` answered within T (with X-VERIFY, also proof that
-    /// this session still holds the key).
+    /// this session still holds the key). An answer extends the term's lease; a lease that has
+    /// run out (the process was frozen or starved for 4·T) fails the check whatever the answer.
     pub(crate) async fn check(&self) -> Result<(), Error> {
+        let lease = &self.inner.lease;
+        let sent = Instant::now();
+        let answered = self.ping().await;
+        if answered.is_ok() {
+            lease.confirm(sent);
+        }
+        if lease.run_out() {
+            return Err(Error::LeaseRunOut(lease.length()));
+        }
+        answered
+    }
+
+    /// The check's statement and what its answer means.
+    async fn ping(&self) -> Result<(), Error> {
         let interval = self.inner.interval;
         if self.inner.verify_lock {
             match self.query_one_value(sql::PING_VERIFY, interval).await? {
@@ -234,7 +260,7 @@ impl LockSession {
     }
 
     fn end_term(&mut self, cause: TermCause, end: TermEnd) {
-        if self.term.is_ended() {
+        if self.term.is_over() {
             return;
         }
         // IsLeader and the gauge turn first, so whoever wakes on the cancelled term sees them.
@@ -270,7 +296,7 @@ impl Drop for LockSession {
             Abandon::Dropped
         };
         // A demotion dropped between its two steps only has its close left to do.
-        let demoted = self.term.is_ended();
+        let demoted = self.term.is_over();
         self.end_term(TermCause::LeadershipLost, TermEnd::Abandoned(how));
         self.close();
         let (term, backend_pid) = (self.info.number, self.info.backend_pid);

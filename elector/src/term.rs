@@ -4,9 +4,18 @@
 //! out for it. A `Term`'s token is a child of the caller's parent token; when the term ends, the
 //! elector cancels every listed token itself, synchronously, before it closes the connection
 //! (DEM-1), and records in each the first cause that ended it (as Go's `context.Cause`).
+//!
+//! A term also ends, as its `Term`s and [`Elector::do_work`](crate::Elector::do_work) see it,
+//! when its [`Lease`] runs out: 4·T after the sending of the last statement the server answered
+//! on the lock session. The server may end a silent session from then on (ORPH-1), and a
+//! standby lead, so a process that was frozen or starved that long must not act as the leader
+//! before its own next check demotes it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Why a term ended.
@@ -54,6 +63,77 @@ impl Link {
     }
 }
 
+/// How long the live term may go without a statement the server answered (beyond the spec).
+///
+/// The lock session's `idle_session_timeout` is 4·T (ORPH-1), counted by the server from the end
+/// of the session's last statement, which is never earlier than its sending here. So until 4·T
+/// after the sending of the last statement the server answered, the session cannot have been
+/// ended by the timeout, and no standby can lead. After it, it may have been: the lease has run
+/// out, and it never comes back (a later answer does not extend it); the elector's next check
+/// demotes. A live leader never comes near it: a check that is not answered within T demotes
+/// (RUN-5), 3·T before the lease runs out.
+///
+/// One lease per elector, granted afresh at each term; it is read without a lock (ISL-1).
+#[derive(Debug)]
+pub(crate) struct Lease {
+    epoch: Instant,
+    length: Duration,
+    /// The lease's end, in nanoseconds since `epoch`; 0 before the first grant.
+    until_ns: AtomicU64,
+}
+
+impl Lease {
+    /// A lease of `length`, not granted yet (run out).
+    pub(crate) fn new(length: Duration) -> Self {
+        Self {
+            epoch: Instant::now(),
+            length,
+            until_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A new term: the lease ends `length` after the sending of the statement that won the grant.
+    pub(crate) fn grant(&self, sent: Instant) {
+        self.until_ns
+            .store(self.ns(sent + self.length).max(1), Ordering::SeqCst);
+    }
+
+    /// The server answered a statement sent at `sent`: the lease ends `length` after it, unless
+    /// it has run out already.
+    pub(crate) fn confirm(&self, sent: Instant) {
+        let (now, until) = (self.ns(Instant::now()), self.ns(sent + self.length));
+        let _ = (self.until_ns).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
+            (now < current && until > current).then_some(until)
+        });
+    }
+
+    /// When the lease ends.
+    pub(crate) fn until(&self) -> Instant {
+        self.epoch + Duration::from_nanos(self.until_ns.load(Ordering::SeqCst))
+    }
+
+    /// Whether the lease has run out.
+    pub(crate) fn run_out(&self) -> bool {
+        Instant::now() >= self.until()
+    }
+
+    /// Completes when the lease has run out.
+    async fn ran_out(&self) {
+        while !self.run_out() {
+            tokio::time::sleep_until(self.until()).await;
+        }
+    }
+
+    /// Its length (4·T).
+    pub(crate) fn length(&self) -> Duration {
+        self.length
+    }
+}
+
 /// The elector's side of one term: its number, its token, its links and, once ended, its cause.
 #[derive(Debug)]
 pub(crate) struct TermState {
@@ -61,15 +141,18 @@ pub(crate) struct TermState {
     token: CancellationToken,
     cause: OnceLock<TermCause>,
     links: Mutex<Vec<Link>>,
+    lease: Arc<Lease>,
 }
 
 impl TermState {
-    pub(crate) fn new(number: u64) -> Arc<Self> {
+    /// Term `number`, live while its token is not cancelled and `lease` has not run out.
+    pub(crate) fn new(number: u64, lease: Arc<Lease>) -> Arc<Self> {
         Arc::new(Self {
             number,
             token: CancellationToken::new(),
             cause: OnceLock::new(),
             links: Mutex::new(Vec::new()),
+            lease,
         })
     }
 
@@ -104,7 +187,15 @@ impl TermState {
         self.cause.get().copied()
     }
 
+    /// Whether the term has ended, or its lease has run out (the elector's next check will end
+    /// it with `LeadershipLost`): what its holders see.
     pub(crate) fn is_ended(&self) -> bool {
+        self.is_over() || self.lease.run_out()
+    }
+
+    /// Whether the elector has ended the term ([`TermState::end`]): its flag, gauge and watch
+    /// have turned. A term whose lease ran out still has that to do.
+    pub(crate) fn is_over(&self) -> bool {
         self.token.is_cancelled()
     }
 }
@@ -114,6 +205,11 @@ impl TermState {
 ///
 /// Its token ends when the parent token ends or when the term ends, whichever comes first.
 /// Dropping the `Term` cancels its token: it is the spec's "always call the cancel function".
+///
+/// [`is_cancelled`](Term::is_cancelled), [`cancelled`](Term::cancelled) and
+/// [`cause`](Term::cause) also see the term's lease run out at once (4·T after the last check the
+/// server answered, when a frozen or starved process may have lost the lock unseen); the token
+/// and its clones end at the demotion that follows, at the elector's next check.
 #[derive(Debug)]
 pub struct Term {
     token: CancellationToken,
@@ -159,24 +255,36 @@ impl Term {
         &self.token
     }
 
-    /// Completes when the term has ended.
+    /// Completes when the term has ended or its lease has run out; at once if it has already.
     pub async fn cancelled(&self) {
-        self.token.cancelled().await;
+        match &self.state {
+            Some(state) => tokio::select! {
+                biased;
+                () = self.token.cancelled() => {}
+                () = state.lease.ran_out() => {}
+            },
+            None => self.token.cancelled().await,
+        }
     }
 
-    /// Whether the term has ended.
+    /// Whether the term has ended, or its lease has run out.
     pub fn is_cancelled(&self) -> bool {
-        self.token.is_cancelled()
+        self.token.is_cancelled() || self.lease_run_out()
     }
 
     /// The spec's `context.Cause`: `None` while the term is live; otherwise the first cause
-    /// that ended it ([`TermCause::LeadershipLost`] after a loss).
+    /// that ended it ([`TermCause::LeadershipLost`] after a loss, or once the lease has run out).
     pub fn cause(&self) -> Option<TermCause> {
         match self.cause.get() {
             Some(cause) => Some(*cause),
             None if self.token.is_cancelled() => Some(TermCause::ParentEnded),
+            None if self.lease_run_out() => Some(TermCause::LeadershipLost),
             None => None,
         }
+    }
+
+    fn lease_run_out(&self) -> bool {
+        (self.state.as_ref()).is_some_and(|s| !s.token.is_cancelled() && s.lease.run_out())
     }
 
     /// The number of the term (1 for the first term of this elector), or `None` on a standby.
@@ -204,5 +312,66 @@ impl TermWatch {
     /// Whether leadership ended (lost or released) while the parent is still live.
     pub(crate) fn leadership_ended(&self) -> bool {
         self.state.as_ref().is_some_and(|s| s.is_ended()) && !self.parent.is_cancelled()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_millis(200);
+
+    /// The lease runs 4·T from the sending of the granting statement, is extended by each
+    /// answered check from that check's sending (never shortened by an older one), and once it
+    /// has run out no answer brings it back.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_runs_from_the_last_answered_sending_and_never_comes_back() {
+        let lease = Lease::new(4 * T);
+        assert!(lease.run_out(), "a lease never granted has run out");
+        let granted = Instant::now();
+        lease.grant(granted);
+        assert!(!lease.run_out());
+        tokio::time::advance(T).await;
+        lease.confirm(Instant::now());
+        assert_eq!(lease.until(), granted + 5 * T);
+        lease.confirm(granted);
+        assert_eq!(
+            lease.until(),
+            granted + 5 * T,
+            "an older sending shortened it"
+        );
+        tokio::time::advance(4 * T - Duration::from_millis(1)).await;
+        assert!(!lease.run_out(), "ran out early");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(lease.run_out(), "did not run out at 4T");
+        lease.confirm(Instant::now() - T);
+        assert!(lease.run_out(), "an answer brought a run-out lease back");
+        // A new term grants it afresh.
+        lease.grant(Instant::now());
+        assert!(!lease.run_out());
+    }
+
+    /// A `Term` reads as ended, with `LeadershipLost`, once its lease runs out, and waiting on it
+    /// ends then, though nothing cancelled its token.
+    #[tokio::test(start_paused = true)]
+    async fn a_term_ends_for_its_holders_when_its_lease_runs_out() {
+        let lease = Arc::new(Lease::new(4 * T));
+        lease.grant(Instant::now());
+        let state = TermState::new(1, lease);
+        let parent = CancellationToken::new();
+        let term = Term::live(&parent, state.clone());
+        assert!(!term.is_cancelled() && !state.is_ended());
+        assert_eq!(term.cause(), None);
+        let start = Instant::now();
+        tokio::time::timeout(5 * T, term.cancelled())
+            .await
+            .expect("waiting on the term did not end when its lease ran out");
+        assert_eq!(start.elapsed(), 4 * T);
+        assert!(term.is_cancelled() && state.is_ended());
+        assert_eq!(term.cause(), Some(TermCause::LeadershipLost));
+        assert!(
+            !term.token().is_cancelled(),
+            "the token ends at the demotion"
+        );
     }
 }

@@ -194,3 +194,100 @@ async fn a_grant_whose_answer_is_lost_is_bounded_too() {
     }
     halt(stop, run).await;
 }
+
+/// LOOP-1, DO-1, ISL-1 after ORPH-2 (found by chaos seeds 119 and 133: a leader frozen by
+/// SIGSTOP for 4.5T and 5T): the server ends a silent leader's session 4·T after its last
+/// query and a standby leads, but the frozen process still believes it leads until its own next
+/// check runs. When it resumes, its tickers and while-leader loops may run before that check,
+/// and they wrote leader-only rows while another replica led.
+///
+/// A term therefore lives at most 4·T past the sending of the last check the server answered
+/// (the lease): the server cannot have ended the session before then. Here the leader is frozen
+/// by no longer polling its `run` future; once a standby leads, the frozen elector must refuse
+/// `Do`, `Term` and `IsLeader`, and a `Term` taken before the freeze must read as ended, all
+/// before its `run` is polled again. Before the 4·T mark it still leads: the lease is not cut
+/// short. Polled again, its `run` demotes it at once.
+#[tokio::test(flavor = "current_thread")]
+async fn a_frozen_leader_does_no_work_once_the_server_may_have_ended_its_session() {
+    use elector::{Done, TermCause};
+    let pg = Pg::start().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, ra) = elector_on(&pg.url(), "a", T).await;
+    let (b, _rb) = elector_on(&pg.url(), "b", T).await;
+    let watch = a.subscribe();
+    let token = CancellationToken::new();
+    let mut frozen_run = Box::pin(a.run(token.clone()));
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        _ = until_leader(&a, 2 * T) => {}
+    }
+    let (held, _) = a.term(&token);
+    let (bstop, brun) = spawn_run(&b);
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        () = tokio::time::sleep(T + T / 2) => {}
+    }
+    // From here on `frozen_run` is not polled: no more checks. The last one was sent before it
+    // was logged as passed.
+    let last_check = logs
+        .matching("background leader check passed")
+        .last()
+        .expect("a check passed")
+        .at;
+    let bound = T * IDLE_SESSION_INTERVALS;
+    // Just before the 4·T mark the session cannot have ended: the frozen leader still leads.
+    tokio::time::sleep_until(last_check + bound - SLACK).await;
+    let ran = a.do_work(&token, |_| async { Ok::<_, ()>(()) }).await;
+    assert_eq!(ran, Done::Ran(Ok(())), "the lease ended before 4T");
+    assert!(a.is_leader() && !held.is_cancelled());
+    // Once a standby leads, the frozen elector does nothing a leader does.
+    until_leader(&b, bound + 2 * T).await;
+    let mut called = false;
+    let done = a
+        .do_work(&token, |_| {
+            called = true;
+            async { Ok::<_, ()>(()) }
+        })
+        .await;
+    assert_eq!(done, Done::Standby, "Do ran the work on a frozen ex-leader");
+    assert!(!called);
+    assert!(!a.is_leader(), "IsLeader on a frozen ex-leader");
+    assert!(!a.term(&token).1, "Term on a frozen ex-leader");
+    assert_eq!(a.current_term(), None);
+    assert!(
+        held.is_cancelled(),
+        "a term taken before the freeze still reads as live"
+    );
+    assert_eq!(held.cause(), Some(TermCause::LeadershipLost));
+    assert!(
+        futures::FutureExt::now_or_never(held.cancelled()).is_some(),
+        "waiting on the old term does not end at once"
+    );
+    // Polled again, `run` demotes at its first check, with the lock-lost line.
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        () = tokio::time::sleep(T / 4) => {}
+    }
+    let lost = logs.matching("background leader lock lost");
+    assert_eq!(lost.len(), 1, "one demotion: {lost:?}");
+    assert!(
+        lost[0].message.contains("no check"),
+        "the demotion says why: {:?}",
+        lost[0].message
+    );
+    // The demotion is whole: the gauge, the flag and the watch say so (MET-1, DEM-1).
+    assert_eq!(gauge(&ra), Some(0), "the gauge after the demotion");
+    assert!(!a.is_leader());
+    let state = watch.borrow().clone();
+    assert_eq!(state.role, elector::leadership::Role::Standby, "{state:?}");
+    assert!(
+        matches!(
+            state.last_term.as_ref().map(|t| &t.end),
+            Some(elector::leadership::TermEnd::Lost { cause }) if cause.contains("no check")
+        ),
+        "the watch does not show the loss: {state:?}"
+    );
+    token.cancel();
+    frozen_run.await.expect("run returns Ok");
+    halt(bstop, brun).await;
+}
