@@ -195,12 +195,15 @@ impl FaultRecord {
     }
 
     /// When the fault took effect, since the run's start: a server restart or stop ends every
-    /// session as its call begins (the call returns only once the server is back and the
-    /// observer reconnected, and replicas may have begun new sessions and terms by then);
-    /// every other verb, and every lift, when its call returned.
+    /// session as its call begins, and a replica restart kills the old process as its call
+    /// begins (each call returns only once the server, or the new process, is back, and other
+    /// replicas may have begun new sessions and terms by then); a thawed process may run, and
+    /// report, from the moment SIGCONT is sent, before its call returns. Every other verb, and
+    /// every other lift, when its call returned.
     pub fn took_effect(&self) -> Duration {
         match (self.verb, self.lifted) {
-            (Verb::RestartServer | Verb::StopServer, false) => self.start,
+            (Verb::RestartServer | Verb::StopServer | Verb::Restart, false)
+            | (Verb::Freeze, true) => self.start,
             _ => self.end,
         }
     }
@@ -875,6 +878,31 @@ mod tests {
     /// Chaos seed 4 under load: the restart's call began at 13 089 ms and returned at 13 922 ms,
     /// after r2 had acquired on a new session (13 914 ms). Placed at the return, the restart
     /// seemed to end r2's new session, and its row looked like a grant of no term for 12T.
+    /// CI chaos seed 3: the restart of r2 began at 18 690 ms by SIGKILLing the old process and
+    /// returned at 18 775, once the new one ran; r1 acquired at 18 752 in between. Placed at the
+    /// return, the killed process seemed to lead 85 ms longer than it lived.
+    #[test]
+    fn a_replica_restart_takes_effect_as_its_call_begins() {
+        let restart = FaultRecord {
+            verb: Verb::Restart,
+            target: "r2".into(),
+            lifted: false,
+            label: "restart r2".into(),
+            start: Duration::from_millis(18_690),
+            end: Duration::from_millis(18_775),
+        };
+        assert_eq!(restart.took_effect(), Duration::from_millis(18_690));
+    }
+
+    /// A process may run from the moment SIGCONT is sent, before the call returns: chaos seed
+    /// 3's thawed leader reported its demotion 0.3 ms before the thaw's call returned.
+    #[test]
+    fn a_thaw_takes_effect_as_its_call_begins() {
+        let thaw = record(Verb::Freeze, true);
+        assert_eq!(thaw.took_effect(), thaw.start);
+        assert_eq!(record(Verb::Freeze, false).took_effect(), thaw.end);
+    }
+
     #[test]
     fn a_server_restart_or_stop_takes_effect_as_its_call_begins() {
         for verb in [Verb::RestartServer, Verb::StopServer] {

@@ -37,12 +37,16 @@ pub struct Term {
     /// When it ended: `demoted`, `released` or `abandoned`, a new `started` of its replica (a
     /// restart), or a `kill` or `restart` of its process. `None`: live at the end of the run.
     pub ended_ms: Option<f64>,
-    /// When the term's session was seen gone: the server ended every session after the term
-    /// began (it was restarted or stopped), or a pg_locks sample after the term ended showed
-    /// no row of its backend (its lock, once gone, never comes back to that session). No later
-    /// row is this term's, whatever its backend pid: PostgreSQL hands pids out again, and
-    /// PgBouncer lends the same server session to its next client.
+    /// When the term's session was seen gone: a pg_locks sample after the term ended, or after
+    /// a restart or stop of the server, showed no row of its backend (its lock, once gone, never
+    /// comes back to that session). No later row is this term's, whatever its backend pid:
+    /// PostgreSQL hands pids out again, and PgBouncer lends the same server session to its next
+    /// client.
     pub session_gone_ms: Option<f64>,
+    /// When a restart or stop of the server began after the term began, if one did. The server
+    /// ends every session once it stops, which may be a while after the call began: until a
+    /// sample omits the row, the session lives.
+    pub server_stopping_ms: Option<f64>,
 }
 
 impl Term {
@@ -75,6 +79,7 @@ pub fn terms(entries: &[Entry]) -> Vec<Term> {
                         began_ms: e.t_ms,
                         ended_ms: None,
                         session_gone_ms: None,
+                        server_stopping_ms: None,
                     });
                 }
                 ReplicaEvent::Demoted { .. }
@@ -92,14 +97,15 @@ pub fn terms(entries: &[Entry]) -> Vec<Term> {
                 verb: Verb::RestartServer | Verb::StopServer,
                 lifted: false,
                 ..
-            } => (all.iter_mut().filter(|t| t.session_gone_ms.is_none()))
-                .for_each(|t| t.session_gone_ms = Some(e.t_ms)),
+            } => (all.iter_mut())
+                .filter(|t| t.session_gone_ms.is_none() && t.server_stopping_ms.is_none())
+                .for_each(|t| t.server_stopping_ms = Some(e.t_ms)),
             What::Locks { rows } => {
                 let shows = |pid: i32| rows.iter().any(|r| r.1 && r.0 == pid);
+                let before = |at: Option<f64>| at.is_some_and(|at| at < e.t_ms);
                 (all.iter_mut())
-                    .filter(|t| {
-                        t.session_gone_ms.is_none() && t.ended_ms.is_some_and(|end| end < e.t_ms)
-                    })
+                    .filter(|t| t.session_gone_ms.is_none())
+                    .filter(|t| before(t.ended_ms) || before(t.server_stopping_ms))
                     .filter(|t| !shows(t.backend_pid))
                     .for_each(|t| t.session_gone_ms = Some(e.t_ms));
             }
@@ -629,6 +635,8 @@ mod tests {
             ev(2096.0, "r1", acquired(2, 29)),
             ev(3298.0, "r1", demoted(2)),
             restart,
+            // The first sample once the server is back.
+            locks(5_200.0, &[]),
             locks(13_996.0, &[(29, "r1")]),
             locks(14_175.0, &[(29, "r1")]),
         ];
@@ -636,12 +644,42 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
         let c = rows_belong_to_terms(&h, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
-        // Without the restart the same row is the old term's, long past its end.
+        // Without the restart and the sample after it, the same row is the old term's, long
+        // past its end.
         let kept: Vec<Entry> = (h.iter())
-            .filter(|e| !matches!(e.what, What::Fault { .. }))
+            .filter(|e| !matches!(e.what, What::Fault { .. }) && e.t_ms != 5_200.0)
             .cloned()
             .collect();
         let c = rows_leave_with_their_terms(&kept, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// Scenario chaos-119 (seed 20 261 130): the restart of the server began at 34 503 ms, but
+    /// the server stopped only about 550 ms later; until then r3's live term still held the lock
+    /// on backend 62 and the samples showed it. Ended at the call's start, that session's rows
+    /// looked like a grant of no term for 2.72T. A restart or stop ends a session at the first
+    /// sample after it that omits the session's row.
+    #[test]
+    fn a_session_outlives_a_server_restart_until_a_sample_omits_it() {
+        let restart = fault(34_503.0, Verb::RestartServer, "postgres", false);
+        let mut h = vec![
+            ev(33_447.0, "r3", acquired(5, 62)),
+            locks(33_460.0, &[(62, "r3")]),
+            restart,
+        ];
+        h.extend((0..27).map(|i| locks(34_520.0 + 20.0 * f64::from(i), &[(62, "r3")])));
+        h.extend([
+            ev(35_100.0, "r3", demoted(5)),
+            locks(35_300.0, &[]),
+            locks(45_000.0, &[(62, "r1")]),
+        ]);
+        let c = rows_belong_to_terms(&h, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        // A row of the same pid after the sample that saw it gone is another session's: here a
+        // grant of no term held long past its allowance.
+        let mut later = h.clone();
+        later.extend((1..=60).map(|i| locks(45_000.0 + 20.0 * f64::from(i), &[(62, "r1")])));
+        let c = rows_belong_to_terms(&later, &bounds());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 

@@ -234,7 +234,7 @@ fn continuous(facts: &Facts) -> Vec<Check> {
 
 /// Spans where each replica believes it leads, from its events: `acquired` opens a span;
 /// `demoted`, `released`, `abandoned`, a fresh `started` (restart) or the process's
-/// death (a `kill` fault on it) close it. A frozen replica (`freeze` fault until it is lifted)
+/// death (a `kill` or `restart` fault on it) close it. A frozen replica (`freeze` fault until it is lifted)
 /// is not counted while frozen: it acts on nothing.
 pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut open: BTreeMap<String, f64> = BTreeMap::new();
@@ -259,7 +259,7 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
                 _ => {}
             },
             What::Fault {
-                verb: Verb::Kill | Verb::Freeze,
+                verb: Verb::Kill | Verb::Restart | Verb::Freeze,
                 target,
                 lifted: false,
             } => close(&mut open, target, e.t_ms),
@@ -793,7 +793,6 @@ pub fn probe_names(entries: &[Entry]) -> Check {
 pub(crate) mod tests {
     use super::*;
 
-    /// A replica's event at `t_ms` (shared with the snapshot tests).
     /// A fault entry: `verb` on `target` applied (or, with `lifted`, lifted) at `t_ms`.
     pub(crate) fn fault(t_ms: f64, verb: Verb, target: &str, lifted: bool) -> Entry {
         Entry {
@@ -806,6 +805,7 @@ pub(crate) mod tests {
         }
     }
 
+    /// A replica's event at `t_ms` (shared with the snapshot tests).
     pub(crate) fn ev(t_ms: f64, replica: &str, event: ReplicaEvent) -> Entry {
         Entry {
             t_ms,
@@ -1146,6 +1146,65 @@ pub(crate) mod tests {
         ];
         let spans = leadership_spans(&h, 5000.0);
         assert_eq!(spans["a"], vec![(0.0, 100.0), (200.0, 250.0)]);
+    }
+
+    /// CI chaos seed 3: r2 led from 17 102 ms, was SIGTERMed while partitioned and still waited
+    /// on its unlock when the round's `restart` SIGKILLed it (the call began at 18 690 ms); r1
+    /// acquired at 18 752 and the new r2 reported `started` at 18 770. The old process led no
+    /// longer once killed: the restart closes its span as a `kill` does.
+    #[test]
+    fn a_restart_ends_the_old_process_leadership_as_it_begins() {
+        let h = vec![
+            ev(17_102.0, "r2", acquired(1)),
+            fault(17_300.0, Verb::Terminate, "r2", false),
+            fault(18_690.0, Verb::Restart, "r2", false),
+            ev(18_752.0, "r1", acquired(1)),
+            ev(18_770.0, "r2", started(true)),
+        ];
+        let spans = leadership_spans(&h, 20_000.0);
+        assert_eq!(spans["r2"], vec![(17_102.0, 18_690.0)]);
+        let c = overlap_bound(&h, 20_000.0, &bounds());
+        assert_eq!(c.figures["overlaps"], "0", "{c:?}");
+    }
+
+    /// Chaos seed 3 with the elector's lease: r3 was frozen while it led, and when SIGCONT came
+    /// its lease had run out, so it demoted at once: its `demoted` (36 866.07 ms) came before
+    /// the thaw's call returned (36 866.36). Placed at that return, the thaw seemed to resume a
+    /// leader that never demoted afterwards, until its next `acquired` at 39 559: an overlap of
+    /// 4.97T with r2's and r1's terms. A thaw takes effect as its call begins.
+    #[test]
+    fn a_thawed_leader_that_demotes_as_it_wakes_leads_no_longer() {
+        let thaw = crate::fault::FaultRecord {
+            verb: Verb::Freeze,
+            target: "r3".into(),
+            lifted: true,
+            label: "SIGCONT r3".into(),
+            start: Duration::from_micros(36_865_900),
+            end: Duration::from_micros(36_866_360),
+        };
+        let thaw_ms = thaw.took_effect().as_secs_f64() * 1000.0;
+        let h = vec![
+            ev(35_762.0, "r3", acquired(5)),
+            fault(36_061.0, Verb::Freeze, "r3", false),
+            ev(36_803.0, "r2", acquired(1)),
+            ev(36_866.07, "r3", demoted(5)),
+            fault(thaw_ms, Verb::Freeze, "r3", true),
+            ev(37_401.0, "r2", demoted(1)),
+            ev(37_463.0, "r1", acquired(3)),
+            ev(38_566.0, "r1", demoted(3)),
+            ev(39_559.0, "r3", acquired(6)),
+            ev(39_900.0, "r3", demoted(6)),
+        ];
+        let mut h = h;
+        h.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+        let spans = leadership_spans(&h, 40_000.0);
+        let resumed = (36_865.9, 36_866.07);
+        assert_eq!(
+            spans["r3"],
+            vec![(35_762.0, 36_061.0), resumed, (39_559.0, 39_900.0)]
+        );
+        let c = overlap_bound(&h, 40_000.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
     }
 
     #[test]
