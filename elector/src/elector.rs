@@ -98,7 +98,9 @@ impl Elector {
                 verify_lock: config.verify_lock,
                 gauge,
                 leader: AtomicBool::new(false),
-                lease: Arc::new(Lease::new(interval * crate::IDLE_SESSION_INTERVALS)),
+                lease: Arc::new(Lease::new(Duration::from_millis(
+                    idle_session_timeout_ms.into(),
+                ))),
                 current: Mutex::new(None),
                 leadership: Publisher::new(),
                 terms: AtomicU64::new(0),
