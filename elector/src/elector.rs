@@ -193,3 +193,24 @@ impl std::fmt::Debug for Elector {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Done;
+
+    /// DO-1..DO-3: the spec's `(bool, error)` pair of each outcome: `(false, nil)` on a standby
+    /// and after a loss, `(true, err)` after a run.
+    #[test]
+    fn each_outcome_as_the_specs_pair() {
+        let standby: Done<(), String> = Done::Standby;
+        let lost: Done<(), String> = Done::Lost;
+        let ok: Done<(), String> = Done::Ran(Ok(()));
+        let failed: Done<(), String> = Done::Ran(Err("pass failed".into()));
+        let ran: Vec<bool> = [&standby, &lost, &ok, &failed].map(Done::ran).to_vec();
+        assert_eq!(ran, [false, false, true, true]);
+        assert_eq!(standby.into_result(), Ok(false));
+        assert_eq!(lost.into_result(), Ok(false));
+        assert_eq!(ok.into_result(), Ok(true));
+        assert_eq!(failed.into_result(), Err("pass failed".to_owned()));
+    }
+}

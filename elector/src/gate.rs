@@ -70,5 +70,9 @@ mod tests {
         assert!(!gate.allows());
         flag.store(true, Ordering::SeqCst);
         assert!(gate.allows());
+        assert_eq!(
+            format!("{:?} {gate:?}", Gate::open()),
+            "Gate(open) Gate(predicate)"
+        );
     }
 }

@@ -68,3 +68,32 @@ fn find_registered(registered: &[(Registry, IntGauge)], registry: &Registry) -> 
         same.then(|| gauge.clone())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(registry: &Registry) -> Vec<i64> {
+        (registry.gather().iter())
+            .filter(|mf| mf.name() == "plexsphere_background_leader")
+            .map(|mf| mf.get_metric()[0].get_gauge().get_value() as i64)
+            .collect()
+    }
+
+    /// MET-2: a second gauge asked for on a registry that already has one is that registry's
+    /// own, never the gauge of another registry this process registered first.
+    #[test]
+    fn a_registry_gets_back_its_own_gauge() {
+        let (x, y) = (Registry::new(), Registry::new());
+        let on_x = LeaderGauge::register(Some(&x)).expect("x");
+        let on_y = LeaderGauge::register(Some(&y)).expect("y");
+        let again_on_y = LeaderGauge::register(Some(&y)).expect("y again");
+        again_on_y.set(true);
+        assert_eq!((value(&x), value(&y)), (vec![0], vec![1]));
+        on_y.set(false);
+        on_x.set(true);
+        assert_eq!((value(&x), value(&y)), (vec![1], vec![0]));
+        LeaderGauge::register(None).expect("none").set(true);
+        assert_eq!((value(&x), value(&y)), (vec![1], vec![0]));
+    }
+}

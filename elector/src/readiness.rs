@@ -194,3 +194,128 @@ impl fmt::Debug for Readiness {
         f.debug_list().entries(self.verdicts()).finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spec's seven probed loops (reference page, "Readiness"), as `(loop, probe)`: the
+    /// page's text, not the crate's table.
+    const SPEC_PROBES: [(&str, &str); 7] = [
+        ("invitations-expire", "invitations-expire"),
+        ("approvals-expire", "approvals-expire"),
+        ("access-session-sweep", "access-session-sweeper"),
+        ("actions-timeout", "actions-timeout"),
+        ("management-fleet-reconcile", "management-fleet-reconcile"),
+        (
+            "provisioning-broker-reconcile",
+            "provisioning-broker-reconcile",
+        ),
+        ("artifacts-refresh", "artifacts-refresh"),
+    ];
+
+    /// READY-5: the seven probed loops and their probe names; any other loop has none.
+    #[test]
+    fn the_seven_probed_loops_and_their_names() {
+        let mut table: Vec<_> = PROBED_LOOPS.to_vec();
+        let mut spec = SPEC_PROBES.to_vec();
+        table.sort_unstable();
+        spec.sort_unstable();
+        assert_eq!(table, spec);
+        for (loop_name, probe) in SPEC_PROBES {
+            assert_eq!(probe_name(loop_name), Some(probe), "{loop_name}");
+            let p = Probe::for_loop(loop_name).expect("a probed loop");
+            assert_eq!((p.name(), p.loop_name()), (probe, loop_name));
+        }
+        for other in [
+            "credentials-sweeper",
+            "peers-endpoint-sweeper",
+            "access-session-sweeper",
+        ] {
+            assert_eq!(probe_name(other), None, "{other}");
+            assert!(Probe::for_loop(other).is_none(), "{other}");
+        }
+    }
+
+    /// READY-1: before any tick the probe reports the boot pass (failing until it ran), and a
+    /// boot recorded after a tick changes nothing.
+    #[test]
+    fn the_boot_pass_is_reported_until_the_first_tick() {
+        let p = Probe::new("invitations-expire", "invitations-expire");
+        assert!(p.check().is_err(), "ready before the boot pass ran");
+        p.record_boot(Err("boot failed".into()));
+        assert_eq!(p.check(), Err("boot failed".into()));
+        p.record_boot(Ok(()));
+        assert_eq!(p.check(), Ok(()));
+        p.record_tick(&TickOutcome::Failed("tick 1".into()));
+        p.record_boot(Ok(()));
+        assert_eq!(
+            p.check(),
+            Err("tick 1".into()),
+            "a late boot hid a failed tick"
+        );
+    }
+
+    /// READY-2..READY-4: a failed or panicked tick is reported until a later tick succeeds; a
+    /// standby tick and a lost term pass; a panic reads as the spec's text.
+    #[test]
+    fn ticks_set_the_probe() {
+        let p = Probe::new("access-session-sweeper", "access-session-sweep");
+        p.record_boot(Ok(()));
+        p.record_tick(&TickOutcome::Failed("db down".into()));
+        assert_eq!(p.check(), Err("db down".into()), "READY-2");
+        p.record_tick(&TickOutcome::Passed);
+        assert_eq!(p.check(), Ok(()), "READY-2: cleared by a success");
+        p.record_tick(&TickOutcome::Panicked("boom".into()));
+        assert_eq!(
+            p.check(),
+            Err("plexsphere: background loop \"access-session-sweep\": tick panicked: boom".into()),
+            "READY-4"
+        );
+        p.record_tick(&TickOutcome::Standby);
+        assert_eq!(p.check(), Ok(()), "READY-3: a standby tick");
+        p.record_tick(&TickOutcome::Failed("x".into()));
+        p.record_tick(&TickOutcome::Lost);
+        assert_eq!(p.check(), Ok(()), "DO-4: a lost term is no failure");
+        let failures: Vec<bool> = [
+            TickOutcome::Standby,
+            TickOutcome::Passed,
+            TickOutcome::Failed("e".into()),
+            TickOutcome::Panicked("v".into()),
+            TickOutcome::Lost,
+        ]
+        .iter()
+        .map(TickOutcome::is_failure)
+        .collect();
+        assert_eq!(failures, [false, false, true, true, false]);
+    }
+
+    /// READY-2: `/readyz` is ready only while every check passes; verdicts keep their order.
+    #[test]
+    fn readiness_needs_every_check() {
+        let readiness = Readiness::new();
+        assert!(readiness.is_ready(), "no checks: ready");
+        let (a, b) = (Probe::new("a", "a"), Probe::new("b", "b"));
+        readiness.add(a.clone());
+        readiness.add(b.clone());
+        a.record_boot(Ok(()));
+        assert!(!readiness.is_ready(), "b has not booted");
+        b.record_boot(Ok(()));
+        assert!(readiness.is_ready());
+        b.record_tick(&TickOutcome::Failed("b failed".into()));
+        assert!(!readiness.is_ready());
+        let verdicts = readiness.verdicts();
+        let names: Vec<&str> = verdicts.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(verdicts[1].result, Err("b failed".into()));
+        assert_eq!(format!("{readiness:?}").matches("Verdict").count(), 2);
+    }
+
+    /// A panic's value as text: a `&str` or `String` payload, else a placeholder.
+    #[test]
+    fn panic_values_as_text() {
+        assert_eq!(panic_value(&"static"), "static");
+        assert_eq!(panic_value(&String::from("owned")), "owned");
+        assert_eq!(panic_value(&42_u8), "<non-string panic payload>");
+    }
+}

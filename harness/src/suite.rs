@@ -164,22 +164,27 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
 
 /// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
 pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 9] = [
+    const SOURCES: [&str; 16] = [
         include_str!("../../elector/tests/it/config.rs"),
         include_str!("../../elector/tests/it/demotion.rs"),
         include_str!("../../elector/tests/it/launchers.rs"),
+        include_str!("../../elector/tests/it/leadership.rs"),
         include_str!("../../elector/tests/it/lock.rs"),
         include_str!("../../elector/tests/it/metrics.rs"),
         include_str!("../../elector/tests/it/orphan.rs"),
         include_str!("../../elector/tests/it/run.rs"),
         include_str!("../../elector/tests/it/session.rs"),
         include_str!("../../elector/tests/it/term_do.rs"),
+        include_str!("../../elector/tests/it/verify.rs"),
+        // The unit tests in the elector's modules.
+        include_str!("../../elector/src/elector.rs"),
+        include_str!("../../elector/src/gate.rs"),
+        include_str!("../../elector/src/gauge.rs"),
+        include_str!("../../elector/src/readiness.rs"),
+        include_str!("../../elector/src/supervisor.rs"),
     ];
     let mut out = Vec::new();
-    for src in SOURCES.iter().chain([
-        &include_str!("../../elector/src/supervisor.rs"),
-        &include_str!("../../elector/src/gate.rs"),
-    ]) {
+    for src in SOURCES {
         let mut doc = String::new();
         for line in src.lines().map(str::trim) {
             if let Some(d) = line.strip_prefix("///") {
@@ -494,6 +499,14 @@ mod tests {
                 .contains(&"LOCK-1".to_owned())
         );
         assert_eq!(get("panicking_worker_exhausts_its_budget"), vec!["LOOP-5"]);
+        assert_eq!(
+            get("a_leader_whose_session_lost_the_lock_demotes_at_its_next_check"),
+            vec!["X-VERIFY"]
+        );
+        assert_eq!(
+            get("the_seven_probed_loops_and_their_names"),
+            vec!["READY-5"]
+        );
         assert!(map.len() >= 25, "{map:?}");
     }
 

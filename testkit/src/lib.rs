@@ -4,6 +4,7 @@
 //! |---|---|
 //! | which container image to run (named, locally built, or upstream) | [`images`] |
 //! | a real PostgreSQL in a container, pools, observer queries on it | [`pg`] |
+//! | PgBouncer in front of it, in its own container | [`pgbouncer`] |
 //! | a Toxiproxy server in front of it, and the faults it injects | [`proxy`] |
 //! | capturing tracing events in order | [`logs`] |
 //! | the reference page's literal text (query, gauge name) | [`spec`] |
@@ -12,6 +13,7 @@
 pub mod images;
 pub mod logs;
 pub mod pg;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod spec;
 pub mod wait;

@@ -22,6 +22,10 @@ pub struct PgOptions {
     pub label: &'static str,
     /// Extra `-c name=value` settings for the server.
     pub settings: Vec<(String, String)>,
+    /// A Docker network to join, under a container name of its own ([`Pg::name`]), so that
+    /// another container (a [`PgBouncer`](crate::pgbouncer::PgBouncer)) reaches the server by
+    /// that name. Default: none (the default bridge; reached through the mapped port only).
+    pub network: Option<String>,
 }
 
 impl Default for PgOptions {
@@ -30,6 +34,7 @@ impl Default for PgOptions {
             trust: false,
             label: "testkit",
             settings: Vec::new(),
+            network: None,
         }
     }
 }
@@ -40,6 +45,8 @@ pub struct Pg {
     pub container: ContainerAsync<Postgres>,
     /// The host port mapped to 5432.
     pub port: u16,
+    /// The network it joined and its container name there ([`PgOptions::network`]).
+    pub name: Option<(String, String)>,
 }
 
 impl Pg {
@@ -67,6 +74,14 @@ impl Pg {
             }
             request = request.with_cmd(cmd);
         }
+        let mut name = None;
+        if let Some(network) = options.network {
+            let container = crate::pgbouncer::unique_name("testkit-postgres");
+            request = request
+                .with_network(&network)
+                .with_container_name(&container);
+            name = Some((network, container));
+        }
         let container = request.start().await.unwrap_or_else(|e| {
             panic!("could not start PostgreSQL from {image} ({e}). Is Docker running? {BUILD_HINT}")
         });
@@ -74,7 +89,11 @@ impl Pg {
             .get_host_port_ipv4(5432)
             .await
             .expect("the container maps 5432");
-        Pg { container, port }
+        Pg {
+            container,
+            port,
+            name,
+        }
     }
 
     /// The URL of the `plexsphere` database on `port` (this server's, or a proxy's in front).

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use elector::gate::Gate;
 use elector::readiness::{panic_report, Check, Readiness, TickOutcome};
 use elector::ticker::LeaderTicker;
 use elector::while_leader::run_while_leader;
@@ -11,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fixture::*;
 
-/// LOOP-1: ticks run on the leader only, once per period, after asking Do.
+/// LOOP-1: ticks run on the leader only, once per period, after asking Do. LOOP-3: a leader
+/// gate is open on the leader only, and closes when its term ends.
 #[tokio::test]
 async fn ticks_run_only_on_the_leader() {
     let pg = Pg::start().await;
@@ -70,9 +72,13 @@ async fn ticks_run_only_on_the_leader() {
         .unwrap()
         .iter()
         .all(|o| *o == TickOutcome::Standby));
-    for (stop, run) in [(bstop, brun), (astop, arun)] {
-        halt(stop, run).await;
-    }
+    let gates =
+        |e: &elector::Elector| [Gate::leader(e), Gate::leader_or_open(Some(e))].map(|g| g.allows());
+    assert_eq!(gates(&a), [true, true], "the leader's gates");
+    assert_eq!(gates(&b), [false, false], "the standby's gates");
+    halt(astop, arun).await;
+    assert_eq!(gates(&a), [false, false], "a released leader's gates");
+    halt(bstop, brun).await;
 }
 
 /// READY-1..READY-4, DO-4: probe states through boot, failing, panicking, recovering, a

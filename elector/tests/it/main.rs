@@ -13,3 +13,4 @@ mod orphan;
 mod run;
 mod session;
 mod term_do;
+mod verify;

@@ -6,7 +6,7 @@ use elector::{Config, Elector, DEFAULT_CHECK_INTERVAL};
 
 use crate::fixture::*;
 
-/// CFG-2: the default interval is 5 s and zero means the default.
+/// CFG-2: the default interval is 5 s and zero means the default; the other defaults.
 #[tokio::test]
 async fn check_interval_defaults_to_five_seconds() {
     let pool = pool_for(
@@ -18,10 +18,25 @@ async fn check_interval_defaults_to_five_seconds() {
     assert_eq!(DEFAULT_CHECK_INTERVAL, Duration::from_secs(5));
     let config = Config::new(pool.clone());
     assert_eq!(config.check_interval, Duration::from_secs(5));
+    // The other defaults: no gauge, X-VERIFY off, POOL-1's guard on; Debug shows them.
+    assert!(config.registry.is_none() && !config.verify_lock && config.detect_shared_session);
+    let shown = format!("{config:?}");
+    for field in [
+        "check_interval: 5s",
+        "registry: false",
+        "verify_lock: false",
+        "detect_shared_session: true",
+    ] {
+        assert!(shown.contains(field), "{field} in {shown}");
+    }
     let zero = Elector::new(Config::new(pool.clone()).check_interval(Duration::ZERO)).unwrap();
     assert_eq!(zero.check_interval(), Duration::from_secs(5));
     let set = Elector::new(Config::new(pool).check_interval(T)).unwrap();
     assert_eq!(set.check_interval(), T);
+    assert_eq!(
+        format!("{set:?}"),
+        "Elector { check_interval: 200ms, is_leader: false, term: None }"
+    );
 }
 
 /// CFG-4: a registry receives the gauge; no registry registers none (not on the default one).
