@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::panic;
 use crate::readiness::Check;
@@ -126,7 +127,8 @@ impl Supervisor {
     }
 
     /// Starts every worker and supervises them until `shutdown` is cancelled and all of them
-    /// ended. Cancellation-safe only in the sense that dropping it aborts the workers.
+    /// ended. Cancellation-safe only in the sense that dropping it aborts the workers (each
+    /// worker's task, not only its supervising task).
     pub async fn run(self, shutdown: CancellationToken) {
         panic::install_hook();
         let mut set = JoinSet::new();
@@ -192,7 +194,9 @@ async fn supervise(
         set_status(&statuses, &name, WorkerState::Running, None, !first);
         first = false;
         tracing::debug!(worker = %name, "worker started");
-        let exit = match tokio::spawn(factory(shutdown.clone())).await {
+        // Aborted with this task: a dropped supervisor leaves no worker running detached.
+        let worker = AbortOnDropHandle::new(tokio::spawn(factory(shutdown.clone())));
+        let exit = match worker.await {
             Ok(Ok(())) => "returned".to_owned(),
             Ok(Err(e)) => format!("failed: {e}"),
             Err(e) if e.is_panic() => {
@@ -349,6 +353,93 @@ mod tests {
             leader.state,
             WorkerState::Stopped,
             "not restarted after shutdown"
+        );
+    }
+
+    /// LOOP-5: a registered worker is listed (stopped, no restarts) before the supervisor runs;
+    /// the workers probe is named `workers`.
+    #[test]
+    fn workers_are_listed_from_registration() {
+        let mut sup = Supervisor::new(budget());
+        sup.add("invitations-expire", |_token| async {
+            Ok::<(), String>(())
+        });
+        let listed = sup.statuses().snapshot();
+        let expected = WorkerStatus {
+            name: "invitations-expire".into(),
+            state: WorkerState::Stopped,
+            restarts: 0,
+            last_exit: None,
+        };
+        assert_eq!(listed, [expected]);
+        assert_eq!(sup.probe().name(), "workers");
+        assert_eq!(sup.probe().check(), Ok(()));
+        let shown = format!("{sup:?}");
+        assert!(shown.contains("\"invitations-expire\"") && shown.contains("max_restarts: 3"));
+    }
+
+    /// LOOP-5: the window slides: a restart exactly `window` old no longer counts.
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_one_window_old_is_out_of_the_window() {
+        let starts = Arc::new(AtomicU32::new(0));
+        let mut sup = Supervisor::new(RestartBudget {
+            max_restarts: 1,
+            window: Duration::from_secs(5),
+            backoff: Duration::from_secs(1),
+        });
+        let s = starts.clone();
+        // Ends at once (0 s), restarted at 1 s, ends at 5 s: one window after the restart at 0 s.
+        sup.add("short", move |_token| {
+            let n = s.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(4)).await;
+                }
+                Err::<(), _>("ended")
+            }
+        });
+        let statuses = sup.statuses();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(sup.run(shutdown.clone()));
+        tokio::time::sleep(Duration::from_millis(6_500)).await;
+        let st = &statuses.snapshot()[0];
+        assert_eq!((st.state.clone(), st.restarts), (WorkerState::Running, 2));
+        assert_eq!(starts.load(Ordering::SeqCst), 3);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    /// Dropping the supervisor's future (an aborted task) ends its workers too: none is left
+    /// running detached.
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_supervisor_ends_its_workers() {
+        struct Dropped(Arc<AtomicU32>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicU32::new(0));
+        let mut sup = Supervisor::new(budget());
+        let d = dropped.clone();
+        sup.add("forever", move |_token| {
+            let guard = Dropped(d.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<Result<(), String>>().await
+            }
+        });
+        let statuses = sup.statuses();
+        let task = tokio::spawn(sup.run(CancellationToken::new()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(statuses.snapshot()[0].state, WorkerState::Running);
+        task.abort();
+        let _ = task.await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the worker was left running"
         );
     }
 

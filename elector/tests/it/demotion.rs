@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use elector::TermCause;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::fixture::*;
 
@@ -188,4 +189,45 @@ async fn term_tokens_end_before_the_close_on_a_multi_thread_runtime() {
     assert_eq!(seen.len(), 3, "{seen:?}");
     let closed = seen.iter().position(|s| *s == "closed");
     assert!(closed < seen.iter().position(|s| *s == "warn"), "{seen:?}");
+}
+
+/// DEM-1, RUN-7: a `run` future dropped in the middle of a demotion (here aborted by a task
+/// that waits on the term, which DEM-1 wakes after the term ended and before the close) only
+/// has the close left to do: the term stays ended as lost, not abandoned, and no "abandoned"
+/// line is written.
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_dropped_mid_demotion_ends_the_term_as_lost() {
+    use elector::leadership::TermEnd;
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (_stop, run) = lead(&a).await;
+    let pid = lock_pid(&observer).await;
+    let (term, _) = a.term(&CancellationToken::new());
+    let abort = run.abort_handle();
+    let waiter = tokio::spawn(async move {
+        term.cancelled().await;
+        abort.abort();
+    });
+    terminate(&observer, pid).await;
+    tokio::time::timeout(2 * T, waiter)
+        .await
+        .expect("the term ended")
+        .unwrap();
+    let ended = run.await.expect_err("run was aborted");
+    assert!(ended.is_cancelled(), "{ended:?}");
+    assert!(
+        logs.matching("background leader lock abandoned").is_empty(),
+        "{:#?}",
+        logs.events()
+    );
+    let last = a
+        .subscribe()
+        .borrow()
+        .last_term
+        .clone()
+        .expect("a term ended");
+    assert!(matches!(last.end, TermEnd::Lost { .. }), "{last:?}");
+    assert!(!a.is_leader() && a.current_term().is_none());
 }
