@@ -351,6 +351,63 @@ mod tests {
         assert!(!lease.run_out());
     }
 
+    /// TERM-1: every `Term` handed out for a term ends with it, with its first cause, however
+    /// many were handed out and dropped before; the list of them does not grow with the drops;
+    /// one asked for after the end is ended at once.
+    #[tokio::test(start_paused = true)]
+    async fn every_handed_out_term_ends_with_its_term() {
+        let lease = Arc::new(Lease::new(4 * T));
+        lease.grant(Instant::now());
+        assert_eq!(lease.length(), 4 * T);
+        let state = TermState::new(7, lease);
+        let parent = CancellationToken::new();
+        let first = Term::live(&parent, state.clone());
+        for _ in 0..100 {
+            drop(Term::live(&parent, state.clone()));
+        }
+        let second = Term::live(&parent, state.clone());
+        assert!(state.links().len() <= 3, "{} links", state.links().len());
+        assert_eq!(second.number(), Some(7));
+        state.end(TermCause::LeadershipLost);
+        state.end(TermCause::Released);
+        assert_eq!(state.cause(), Some(TermCause::LeadershipLost));
+        for term in [&first, &second] {
+            assert!(
+                term.token().is_cancelled(),
+                "a handed-out term outlived its term"
+            );
+            assert_eq!(term.cause(), Some(TermCause::LeadershipLost));
+        }
+        let late = Term::live(&parent, state.clone());
+        assert!(
+            late.token().is_cancelled(),
+            "a term asked for after the end was live"
+        );
+        assert_eq!(late.cause(), Some(TermCause::LeadershipLost));
+        assert!(state.is_over() && state.is_ended());
+    }
+
+    /// Each cause as the logs and errors show it.
+    #[test]
+    fn causes_read_as_text() {
+        let shown = [
+            TermCause::LeadershipLost,
+            TermCause::Released,
+            TermCause::ParentEnded,
+            TermCause::NotLeader,
+        ]
+        .map(|c| c.to_string());
+        assert_eq!(
+            shown,
+            [
+                "leadership lost",
+                "leadership released",
+                "parent context ended",
+                "not the leader"
+            ]
+        );
+    }
+
     /// A `Term` reads as ended, with `LeadershipLost`, once its lease runs out, and waiting on it
     /// ends then, though nothing cancelled its token.
     #[tokio::test(start_paused = true)]
