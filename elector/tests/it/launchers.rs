@@ -227,7 +227,7 @@ async fn demoted_leader_probe_clears_on_first_standby_tick() {
 }
 
 /// LOOP-2: the while-leader launcher hands the loop one term, cancels it on loss, and starts
-/// it again in the next term.
+/// it again in the next term; a loop that returns early waits for the next term.
 #[tokio::test]
 async fn while_leader_restarts_the_loop_each_term() {
     let pg = Pg::start().await;
@@ -250,6 +250,18 @@ async fn while_leader_restarts_the_loop_each_term() {
             .await;
         }
     });
+    // A body that returns at once is not started again until the next term.
+    let early = Arc::new(Mutex::new(Vec::new()));
+    let returns_early = tokio::spawn({
+        let (a, shutdown, early) = (a.clone(), shutdown.clone(), early.clone());
+        async move {
+            run_while_leader(&a, "returns-early", &shutdown, |term| {
+                let early = early.clone();
+                async move { early.lock().unwrap().push(term.number()) }
+            })
+            .await;
+        }
+    });
     until_leader(&a, 10 * T).await;
     tokio::time::sleep(T / 2).await;
     terminate(&observer, lock_pid(&observer).await).await;
@@ -259,6 +271,8 @@ async fn while_leader_restarts_the_loop_each_term() {
     tokio::time::sleep(T / 2).await;
     shutdown.cancel();
     launcher.await.unwrap();
+    returns_early.await.unwrap();
+    assert_eq!(*early.lock().unwrap(), [Some(1), Some(2)], "once per term");
     let seen = terms.lock().unwrap().clone();
     use elector::TermCause::*;
     assert_eq!(
