@@ -8,6 +8,7 @@
 #   ci/mutants.sh                 every file of elector/src
 #   ci/mutants.sh term session    some files (names without .rs)
 #   MUTANTS_CONFIRM=1 ci/mutants.sh gate
+#   MUTANTS_ITERATE=1 ci/mutants.sh   only the last run's survivors (after new tests)
 #
 # Runs in place: run it in a clone of its own (it edits elector/src while it runs and restores
 # it). Each file's results go to target/mutants/<file>/mutants.out/ (missed.txt lists the
@@ -52,9 +53,14 @@ run() { # out-dir filter [extra cargo-mutants args...]
 for f in "${files[@]}"; do
   [ -n "${focus[$f]:-}" ] || { echo "no such file in the table: $f" >&2; exit 2; }
   out=target/mutants/$f
-  rm -rf "$out"
-  echo "== elector/src/$f.rs: against its tests"
-  run "$out" "${focus[$f]}" --file "elector/src/$f.rs"
+  if [ "${MUTANTS_ITERATE:-}" = 1 ] && [ -d "$out/mutants.out" ]; then
+    echo "== elector/src/$f.rs: the last run's survivors against its tests"
+    run "$out" "${focus[$f]}" --file "elector/src/$f.rs" --iterate
+  else
+    rm -rf "$out"
+    echo "== elector/src/$f.rs: against its tests"
+    run "$out" "${focus[$f]}" --file "elector/src/$f.rs"
+  fi
   if [ "${MUTANTS_CONFIRM:-}" = 1 ] &&
     { [ -s "$out/mutants.out/missed.txt" ] || [ -s "$out/mutants.out/timeout.txt" ]; }; then
     echo "== elector/src/$f.rs: the survivors against every elector test"

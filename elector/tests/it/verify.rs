@@ -81,6 +81,12 @@ async fn a_leader_whose_session_lost_the_lock_demotes_at_its_next_check() {
     let took = wait_for(T + SLACK, || !b.elector.is_leader())
         .await
         .unwrap_or_else(|| panic!("still leading {:?} after the lock left", T + SLACK));
+    // DEM-1: the WARN line follows the close, which follows the term's end that `is_leader` saw.
+    wait_for(T, || {
+        !logs.matching("background leader lock lost").is_empty()
+    })
+    .await
+    .expect("a lock-lost line");
     let lost = logs.matching("background leader lock lost");
     assert_eq!(lost.len(), 1, "one lock-lost line");
     assert!(
