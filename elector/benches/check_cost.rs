@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `bare` | the spec's `SELECT pg_try_advisory_lock(1886156915, 1)` |
 //! | `standby, before` | the standby check as it was: the shared-session guard read `pg_locks` |
-//! | `standby, now` | `elector::sql::try_lock(800, true)`: the guard reads a session marker; a grant would also set the bound |
+//! | `standby, now` | `elector::sql::try_lock(800, true, None)`: the guard reads a session marker; a grant would also set the bound |
 //! | `leader` | `elector::sql::PING` (`SELECT 1`) |
 //! | `leader, X-VERIFY` | `elector::sql::PING_VERIFY`, which reads `pg_locks` (opt-in) |
 //!
@@ -76,7 +76,7 @@ async fn main() {
         holders.push(connect(&url).await);
     }
     let checker = connect(&url).await;
-    let standby_now = elector::sql::try_lock(800, true);
+    let standby_now = elector::sql::try_lock(800, true, None);
     let statements = [
         ("bare", BARE),
         ("standby, before", STANDBY_BEFORE),

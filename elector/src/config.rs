@@ -26,6 +26,7 @@ pub const IDLE_SESSION_INTERVALS: u32 = 4;
 ///     registry: None,
 ///     verify_lock: false,
 ///     detect_shared_session: true,
+///     identity: None,
 /// };
 /// ```
 #[derive(Clone)]
@@ -49,6 +50,17 @@ pub struct Config {
     /// [`Error::SharedSession`](crate::Error::SharedSession) instead of stacking a second grant.
     /// Default: `true`; turn it off only to demonstrate the hazard.
     pub detect_shared_session: bool,
+    /// X-WHO (beyond the spec): the replica's name, which the lock session carries as its
+    /// `application_name` while it holds the key, so that [`Elector::who_leads`] (or
+    /// [`sql::WHO_LEADS`](crate::sql::WHO_LEADS) from psql) says which replica leads.
+    /// Printable ASCII without `'` or `\`, 1 to 63 bytes (what PostgreSQL keeps of an
+    /// `application_name`); anything else is refused by [`Elector::new`] with
+    /// [`Error::InvalidIdentity`]. Default: `None` (the lock session keeps the name its pool's
+    /// connections carry).
+    ///
+    /// [`Elector::who_leads`]: crate::Elector::who_leads
+    /// [`Elector::new`]: crate::Elector::new
+    pub identity: Option<String>,
 }
 
 impl Config {
@@ -60,7 +72,14 @@ impl Config {
             registry: None,
             verify_lock: false,
             detect_shared_session: true,
+            identity: None,
         }
+    }
+
+    /// Names the replica on its lock session (X-WHO); see [`Config::identity`].
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
     }
 
     /// Sets the check interval (zero means the default).
@@ -107,6 +126,45 @@ pub(crate) fn idle_session_timeout_ms(t: Duration) -> Result<u32, Error> {
     }
 }
 
+/// The longest `application_name` PostgreSQL keeps (`NAMEDATALEN` − 1 bytes); it cuts longer
+/// ones short without a word.
+pub(crate) const IDENTITY_MAX_BYTES: usize = 63;
+
+/// X-WHO: `identity` as the lock session will carry it, or why it cannot be used. PostgreSQL
+/// would silently cut a longer name and turn other bytes into `?`, so that `who_leads` could
+/// not find the replica by the name it was given; quotes and backslashes are refused so the
+/// name goes into the statement's literal as it is.
+///
+/// # Errors
+/// [`Error::InvalidIdentity`] for an empty name, one over 63 bytes, or one with a byte outside
+/// printable ASCII, `'` or `\`.
+pub(crate) fn check_identity(identity: &str) -> Result<&str, Error> {
+    let refuse = |reason: String| {
+        Err(Error::InvalidIdentity {
+            identity: identity.to_owned(),
+            reason,
+        })
+    };
+    if identity.is_empty() {
+        return refuse("it is empty".into());
+    }
+    if identity.len() > IDENTITY_MAX_BYTES {
+        return refuse(format!(
+            "it is {} bytes long; application_name keeps {IDENTITY_MAX_BYTES}",
+            identity.len()
+        ));
+    }
+    match identity
+        .chars()
+        .find(|c| !(' '..='~').contains(c) || *c == '\'' || *c == '\\')
+    {
+        Some(c) => refuse(format!(
+            "{c:?} is not allowed: use printable ASCII without quotes or backslashes"
+        )),
+        None => Ok(identity),
+    }
+}
+
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
@@ -115,6 +173,7 @@ impl std::fmt::Debug for Config {
             .field("registry", &self.registry.is_some())
             .field("verify_lock", &self.verify_lock)
             .field("detect_shared_session", &self.detect_shared_session)
+            .field("identity", &self.identity)
             .finish()
     }
 }

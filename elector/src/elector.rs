@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::idle_session_timeout_ms;
+use crate::config::{check_identity, idle_session_timeout_ms};
 use crate::gauge::LeaderGauge;
 use crate::leadership::{Leadership, Publisher};
 use crate::term::{Lease, Term, TermState};
@@ -80,12 +80,14 @@ impl Elector {
     ///
     /// # Errors
     /// [`Error::InvalidCheckInterval`] when 4·T rounds to 0 ms or exceeds `idle_session_timeout`'s
-    /// range (ORPH-1); [`Error::Metrics`] when the gauge cannot be registered on the given
+    /// range (ORPH-1); [`Error::InvalidIdentity`] for an identity the lock session cannot carry
+    /// as it is (X-WHO, see [`Config::identity`]); [`Error::Metrics`] when the gauge cannot be registered on the given
     /// registry (a gauge this crate registered there before is reused as it is, MET-2: a new
     /// elector never resets the series another one writes).
     pub fn new(config: Config) -> Result<Self, Error> {
         let interval = config.effective_interval();
         let idle_session_timeout_ms = idle_session_timeout_ms(interval)?;
+        let identity = config.identity.as_deref().map(check_identity).transpose()?;
         let gauge = LeaderGauge::register(config.registry.as_ref())?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -94,6 +96,7 @@ impl Elector {
                 attempt: crate::sql::try_lock(
                     idle_session_timeout_ms,
                     config.detect_shared_session,
+                    identity,
                 ),
                 verify_lock: config.verify_lock,
                 gauge,

@@ -47,6 +47,14 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+    /// X-WHO: the replica's identity cannot be carried as an `application_name` as it is.
+    #[error("identity {identity:?} cannot name the lock session: {reason}")]
+    InvalidIdentity {
+        /// The identity given.
+        identity: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// The gauge could not be registered.
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),

@@ -10,6 +10,7 @@
 //! | Do, IsLeader | `elector` |
 //! | Session connection, demotion, orphaned session bound | `session` |
 //! | The leadership watch (beyond the spec) | [`leadership`] |
+//! | Which replica leads (X-WHO, beyond the spec) | [`who`] |
 //! | Metric | `gauge` |
 //! | Which loops run on the leader | [`ticker`], [`while_leader`], [`gate`] |
 //! | Readiness | [`readiness`] |
@@ -38,3 +39,4 @@ pub mod readiness;
 pub mod supervisor;
 pub mod ticker;
 pub mod while_leader;
+pub mod who;

@@ -42,13 +42,19 @@ pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
 /// it. A grant writes the marker in the same statement. One statement runs on one server session
 /// even behind a transaction-mode pooler.
 ///
+/// With an `identity` (X-WHO) a grant also sets the session's `application_name` to it, in the
+/// same statement, before the bound: the lock session names its replica for as long as it holds
+/// the key, and [`WHO_LEADS`] reads it. The identity is checked when the elector is built
+/// (printable ASCII without quotes or backslashes, 1 to 63 bytes), so it goes into the literal
+/// as it is.
+///
 /// Answers `shared`, `granted`, `unbounded` or `refused`, and the backend's pid.
 ///
 /// What the marker cannot catch: a session that holds the key without the marker (taken by
 /// another program, or by an elector with the guard off), which this attempt would stack; and a
 /// marker left behind by `pg_advisory_unlock_all()` run on the lock session by someone else,
 /// which makes that one server session refuse (as shared) until it ends or is reset.
-pub fn try_lock(bound_ms: u32, guarded: bool) -> String {
+pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String {
     let shared = if guarded {
         "WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' \
          THEN 'shared' "
@@ -61,13 +67,33 @@ pub fn try_lock(bound_ms: u32, guarded: bool) -> String {
     } else {
         ""
     };
+    let name = identity
+        .map(|id| format!("WHEN set_config('application_name', '{id}', false) IS NULL THEN NULL "))
+        .unwrap_or_default();
     format!(
-        "SELECT CASE {shared}WHEN pg_try_advisory_lock(1886156915, 1) THEN CASE {marker}\
+        "SELECT CASE {shared}WHEN pg_try_advisory_lock(1886156915, 1) THEN CASE {marker}{name}\
          WHEN current_setting('idle_session_timeout', true) IS NULL THEN 'unbounded' \
          WHEN set_config('idle_session_timeout', '{bound_ms}', false) IS NOT NULL \
          THEN 'granted' END ELSE 'refused' END, pg_backend_pid()"
     )
 }
+
+/// X-WHO: which session leads, and the replica it names. The spec's leader-finding query
+/// ([`LEADER_QUERY`]) joined with `pg_stat_activity` for the holder's `application_name`:
+/// answers no row when nobody leads, else the granted holder's pid and name. An elector with
+/// an identity ([`Config::identity`](crate::Config::identity)) names its lock session so; one
+/// without shows whatever `application_name` its pool's connections carry.
+///
+/// It reads `pg_locks` (see [`PING_VERIFY`] for that cost), so it is for asking now and then
+/// (an operator, a status page), not for every T. From psql it runs as it is.
+pub const WHO_LEADS: &str = "SELECT l.pid, a.application_name
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory'
+  AND l.classid = 1886156915
+  AND l.objid = 1
+  AND l.objsubid = 2
+  AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());";
 
 /// The leader's check (RUN-5): proves the session is alive.
 pub const PING: &str = "SELECT 1";
@@ -99,12 +125,22 @@ mod tests {
         assert_eq!(LOCK_CLASSID, 0x706C_7873);
         assert_eq!(&LOCK_CLASSID.to_be_bytes(), b"plxs");
         assert_eq!(SESSION_MARKER_VALUE, format!("{LOCK_CLASSID}:{LOCK_OBJID}"));
-        let (guarded, unguarded) = (try_lock(800, true), try_lock(800, false));
+        let (guarded, unguarded) = (try_lock(800, true, None), try_lock(800, false, None));
         for sql in [&guarded, UNLOCK] {
             assert!(sql.contains(SESSION_MARKER), "{sql}");
         }
         assert!(!unguarded.contains(SESSION_MARKER), "{unguarded}");
-        for sql in [LEADER_QUERY, &guarded, &unguarded, PING_VERIFY, UNLOCK] {
+        let named = try_lock(800, true, Some("api-1"));
+        assert!(named.contains("'application_name', 'api-1'"), "{named}");
+        assert!(!guarded.contains("application_name"), "{guarded}");
+        for sql in [
+            LEADER_QUERY,
+            WHO_LEADS,
+            &guarded,
+            &unguarded,
+            PING_VERIFY,
+            UNLOCK,
+        ] {
             assert!(sql.contains(&LOCK_CLASSID.to_string()), "{sql}");
         }
     }

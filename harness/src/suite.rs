@@ -164,7 +164,7 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
 
 /// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
 pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 16] = [
+    const SOURCES: [&str; 17] = [
         include_str!("../../elector/tests/it/config.rs"),
         include_str!("../../elector/tests/it/demotion.rs"),
         include_str!("../../elector/tests/it/launchers.rs"),
@@ -176,6 +176,7 @@ pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
         include_str!("../../elector/tests/it/session.rs"),
         include_str!("../../elector/tests/it/term_do.rs"),
         include_str!("../../elector/tests/it/verify.rs"),
+        include_str!("../../elector/tests/it/who.rs"),
         // The unit tests in the elector's modules.
         include_str!("../../elector/src/elector.rs"),
         include_str!("../../elector/src/gate.rs"),
@@ -502,6 +503,10 @@ mod tests {
         assert_eq!(
             get("a_leader_whose_session_lost_the_lock_demotes_at_its_next_check"),
             vec!["X-VERIFY"]
+        );
+        assert_eq!(
+            get("the_lock_session_names_its_replica_and_who_leads_says_which"),
+            vec!["X-WHO"]
         );
         assert_eq!(
             get("the_seven_probed_loops_and_their_names"),

@@ -5,5 +5,6 @@ fn main() {
         registry: None,
         verify_lock: false,
         detect_shared_session: true,
+        identity: None,
     };
 }

@@ -14,3 +14,4 @@ mod run;
 mod session;
 mod term_do;
 mod verify;
+mod who;

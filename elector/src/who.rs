@@ -1,0 +1,69 @@
+//! X-WHO (beyond the spec): which replica leads, asked of the database.
+//!
+//! An elector built with [`Config::identity`](crate::Config::identity) names its lock session
+//! (`application_name`) in the statement that wins the grant, so the name is on the session for
+//! exactly as long as the session holds the key. [`Elector::who_leads`] asks the server who
+//! holds the key and what its session is called; [`sql::WHO_LEADS`] is the same question for
+//! psql or a status page.
+//!
+//! Any replica, leader or standby, and any other program can ask: the answer is the server's,
+//! not this process's belief, so it also names a leader that this replica cannot reach.
+
+use tokio::time::timeout;
+use tokio_postgres::SimpleQueryMessage;
+
+use crate::session::Loan;
+use crate::{sql, Elector, Error};
+
+/// The session that holds the leader key, by the server's own tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    /// The holder's backend pid (`pg_locks.pid`).
+    pub backend_pid: i32,
+    /// The holder's `application_name`: the leading replica's
+    /// [`identity`](crate::Config::identity) when it has one; `None` when `pg_stat_activity`
+    /// no longer shows the backend (it ended between the two reads).
+    pub name: Option<String>,
+}
+
+impl Elector {
+    /// X-WHO: which session holds the leader key now, and the replica it names; `None` when
+    /// nobody leads. One statement ([`sql::WHO_LEADS`]) on a connection from this elector's
+    /// pool, each step bounded by T. It reads `pg_locks`, whose cost grows with the server's
+    /// lock table: ask it when someone wants to know, not on every check.
+    ///
+    /// # Errors
+    /// [`Error::Pool`] or [`Error::Timeout`] when no connection comes within T, [`Error::Db`] or
+    /// [`Error::Timeout`] when the statement fails or is not answered within T, and
+    /// [`Error::Protocol`] for an answer that is not a pid.
+    pub async fn who_leads(&self) -> Result<Option<Leader>, Error> {
+        let t = self.inner.interval;
+        let object = timeout(t, self.inner.pool.get())
+            .await
+            .map_err(|_| Error::Timeout(t))??;
+        // A loan, so that a dropped or failed ask closes the connection rather than hand the
+        // pool a session that is still busy.
+        let loan = Loan::new(object);
+        let answer = loan.query(sql::WHO_LEADS, t).await?;
+        loan.give_back();
+        leader_of(&answer)
+    }
+}
+
+/// The first row of `WHO_LEADS`'s answer as a [`Leader`].
+fn leader_of(answer: &[SimpleQueryMessage]) -> Result<Option<Leader>, Error> {
+    let Some(row) = answer.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(row) => Some(row),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let pid = row.get(0).unwrap_or_default();
+    let backend_pid = pid
+        .parse()
+        .map_err(|_| Error::Protocol(format!("{pid:?} as the leader's pid")))?;
+    Ok(Some(Leader {
+        backend_pid,
+        name: row.get(1).map(str::to_owned),
+    }))
+}
