@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::time::{interval, timeout, MissedTickBehavior};
+use tokio::time::{interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::elector::Inner;
@@ -143,10 +143,7 @@ async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
 /// future the loan closes the connection, since its state is unknown.
 async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
     let t = inner.interval;
-    let object = timeout(t, inner.pool.get())
-        .await
-        .map_err(|_| Error::Timeout(t))??;
-    let loan = Loan::new(object);
+    let loan = Loan::borrow(&inner.pool, t).await?;
     let sent = tokio::time::Instant::now();
     let answer = loan.query(&inner.attempt, t).await?;
     let row = answer.iter().find_map(|m| match m {

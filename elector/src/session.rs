@@ -49,8 +49,15 @@ async fn query(
 pub(crate) struct Loan(Option<Object>);
 
 impl Loan {
-    pub(crate) fn new(object: Object) -> Self {
-        Self(Some(object))
+    /// Borrows a connection from `pool`, waiting at most `deadline` for it.
+    pub(crate) async fn borrow(
+        pool: &deadpool_postgres::Pool,
+        deadline: Duration,
+    ) -> Result<Self, Error> {
+        let object = tokio::time::timeout(deadline, pool.get())
+            .await
+            .map_err(|_| Error::Timeout(deadline))??;
+        Ok(Self(Some(object)))
     }
 
     /// Runs one statement on the lent connection within `deadline`.

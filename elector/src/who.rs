@@ -9,7 +9,6 @@
 //! Any replica, leader or standby, and any other program can ask: the answer is the server's,
 //! not this process's belief, so it also names a leader that this replica cannot reach.
 
-use tokio::time::timeout;
 use tokio_postgres::SimpleQueryMessage;
 
 use crate::session::Loan;
@@ -38,12 +37,9 @@ impl Elector {
     /// [`Error::Protocol`] for an answer that is not a pid.
     pub async fn who_leads(&self) -> Result<Option<Leader>, Error> {
         let t = self.inner.interval;
-        let object = timeout(t, self.inner.pool.get())
-            .await
-            .map_err(|_| Error::Timeout(t))??;
         // A loan, so that a dropped or failed ask closes the connection rather than hand the
         // pool a session that is still busy.
-        let loan = Loan::new(object);
+        let loan = Loan::borrow(&self.inner.pool, t).await?;
         let answer = loan.query(sql::WHO_LEADS, t).await?;
         loan.give_back();
         leader_of(&answer)
