@@ -10,7 +10,8 @@
 //! | `bare` | the spec's `SELECT pg_try_advisory_lock(1886156915, 1)` |
 //! | `standby, before` | the standby check as it was: the shared-session guard read `pg_locks` |
 //! | `standby, now` | `elector::sql::try_lock(800, true, None)`: the guard reads a session marker; a grant would also set the bound |
-//! | `leader` | `elector::sql::PING` (`SELECT 1`) |
+//! | `leader, guard off` | `elector::sql::PING` (the spec's `SELECT 1`) |
+//! | `leader` | `elector::sql::PING_SESSION` (`SELECT pg_backend_pid()`, the default: the guard on) |
 //! | `leader, X-VERIFY` | `elector::sql::PING_VERIFY`, which reads `pg_locks` (opt-in) |
 //!
 //! Run: `cargo bench -p elector --bench check_cost`. Results are printed as a table and written
@@ -81,7 +82,8 @@ async fn main() {
         ("bare", BARE),
         ("standby, before", STANDBY_BEFORE),
         ("standby, now", standby_now.as_str()),
-        ("leader", elector::sql::PING),
+        ("leader, guard off", elector::sql::PING),
+        ("leader", elector::sql::PING_SESSION),
         ("leader, X-VERIFY", elector::sql::PING_VERIFY),
     ];
     let mut held = 0;

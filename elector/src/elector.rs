@@ -32,6 +32,8 @@ pub(crate) struct Inner {
     /// The standby's attempt, which also sets the orphaned-session bound on a grant (ORPH-1).
     pub(crate) attempt: String,
     pub(crate) verify_lock: bool,
+    /// POOL-1: the leader's check also proves it ran on the lock session (the guard's other half).
+    pub(crate) guard_session: bool,
     pub(crate) gauge: LeaderGauge,
     /// ISL-1: the one source of truth for `is_leader`, with the live term's lease.
     pub(crate) leader: AtomicBool,
@@ -99,6 +101,7 @@ impl Elector {
                     identity,
                 ),
                 verify_lock: config.verify_lock,
+                guard_session: config.detect_shared_session,
                 gauge,
                 leader: AtomicBool::new(false),
                 lease: Arc::new(Lease::new(Duration::from_millis(

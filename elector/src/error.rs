@@ -14,8 +14,10 @@ pub enum Error {
     /// The server did not answer in time.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
-    /// A standby found the lock held by its own server session: the session is shared with the
-    /// leader, as behind a transaction-mode pooler (POOL-1). The elector refuses to lead there.
+    /// The lock session is shared with other clients, as behind a transaction-mode pooler
+    /// (POOL-1): a standby found the lock held by its own server session, or the leader's check
+    /// ran on another server session than the one granted the lock. The elector refuses to lead
+    /// there: a standby does not take the lock, a leader demotes.
     #[error(
         "the lock session is shared with another client (a transaction-mode pooler such as \
          PgBouncer pool_mode=transaction?): connect directly or through a session-mode pooler"
@@ -54,6 +56,12 @@ pub enum Error {
         identity: String,
         /// Why it cannot be used.
         reason: String,
+    },
+    /// A leader ticker was given a period of zero (LOOP-2).
+    #[error("ticker {ticker:?}: a period of zero cannot tick")]
+    InvalidTickerPeriod {
+        /// The ticker's (and its loop's) name.
+        ticker: String,
     },
     /// The gauge could not be registered.
     #[error("metrics: {0}")]

@@ -36,6 +36,19 @@ pub(crate) fn take_stack() -> Option<Backtrace> {
     LAST_STACK.with(|s| s.borrow_mut().take())
 }
 
+/// Polls `work` with this thread's kept stack cleared before each poll, so that the stack
+/// [`take_stack`] finds after `work` panicked is that panic's own. A panic that skips the hook
+/// (re-raised with `std::panic::resume_unwind`) then has no stack, rather than the stack of an
+/// earlier panic on the same thread that nobody took (READY-4).
+pub(crate) async fn with_own_stack<F: std::future::Future>(work: F) -> F::Output {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(move |cx| {
+        drop(take_stack());
+        work.as_mut().poll(cx)
+    })
+    .await
+}
+
 /// Writes `line` with the resolved text of `stack` on a blocking thread, under the caller's
 /// subscriber: resolving the symbols (reading the binary's debug info, hundreds of ms on the
 /// first panic of a process, more on a loaded host) never holds up the caller, whose outcome

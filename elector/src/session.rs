@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use deadpool_postgres::{ClientWrapper, Object};
 use tokio::time::Instant;
 use tokio_postgres::SimpleQueryMessage;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::UNLOCK_DEADLINE;
 use crate::elector::Inner;
@@ -136,6 +137,8 @@ pub(crate) struct LockSession {
     client: Option<ClientWrapper>,
     term: Arc<TermState>,
     info: TermInfo,
+    /// Ends the term when its lease runs out; aborted with the session.
+    _lease_timer: AbortOnDropHandle<()>,
 }
 
 impl LockSession {
@@ -154,11 +157,13 @@ impl LockSession {
             backend_pid,
         };
         inner.leadership.began(info.clone());
+        let timer = tokio::spawn(lease_timer(inner.clone(), term.clone(), info.clone()));
         Self {
             inner: inner.clone(),
             client: Some(client),
             term,
             info,
+            _lease_timer: AbortOnDropHandle::new(timer),
         }
     }
 
@@ -200,6 +205,12 @@ impl LockSession {
     }
 
     /// The check's statement and what its answer means.
+    ///
+    /// With the guard on (POOL-1, the default) the check answers the pid of the backend that
+    /// ran it: any other than the lock session's means the check ran on another server session
+    /// (a transaction-mode pooler), so this leader cannot tell whether it still holds the lock,
+    /// and an answer from there must not extend its lease. With X-VERIFY the check asks whether
+    /// the session that ran it holds the key, which covers that case too.
     async fn ping(&self) -> Result<(), Error> {
         let interval = self.inner.interval;
         if self.inner.verify_lock {
@@ -207,6 +218,20 @@ impl LockSession {
                 Some(v) if v == "t" => Ok(()),
                 Some(v) if v == "f" => Err(Error::LockGone),
                 other => Err(Error::Protocol(format!("{other:?} to the lock check"))),
+            }
+        } else if self.inner.guard_session {
+            let answer = self.query_one_value(sql::PING_SESSION, interval).await?;
+            match answer.as_deref().map(str::parse::<i32>) {
+                Some(Ok(pid)) if pid == self.info.backend_pid => Ok(()),
+                Some(Ok(pid)) => {
+                    tracing::debug!(
+                        lock_pid = self.info.backend_pid,
+                        answered_pid = pid,
+                        "background leader check ran off the lock session"
+                    );
+                    Err(Error::SharedSession)
+                }
+                _ => Err(Error::Protocol(format!("{answer:?} to the lock check"))),
             }
         } else {
             self.query_one_value(sql::PING, interval).await.map(|_| ())
@@ -267,16 +292,7 @@ impl LockSession {
     }
 
     fn end_term(&mut self, cause: TermCause, end: TermEnd) {
-        if self.term.is_over() {
-            return;
-        }
-        // IsLeader and the gauge turn first, so whoever wakes on the cancelled term sees them.
-        self.inner.leader.store(false, Ordering::SeqCst);
-        self.inner.gauge.set(false);
-        *self.inner.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        self.term.end(cause);
-        self.inner.leadership.ended(self.info.clone(), end);
-        tracing::debug!(term = self.info.number, cause = %cause, "background leader term ended");
+        end_term(&self.inner, &self.term, &self.info, cause, end);
     }
 
     /// Dropping the client closes the connection: the server ends the session, and with it any
@@ -302,7 +318,8 @@ impl Drop for LockSession {
         } else {
             Abandon::Dropped
         };
-        // A demotion dropped between its two steps only has its close left to do.
+        // A demotion dropped between its two steps, or a term its lease's timer ended, only has
+        // its close left to do.
         let demoted = self.term.is_over();
         self.end_term(TermCause::LeadershipLost, TermEnd::Abandoned(how));
         self.close();
@@ -321,6 +338,44 @@ impl Drop for LockSession {
             ),
         }
     }
+}
+
+/// Ends `term` once, whoever comes first (a check's demotion, the release, a drop, or the
+/// lease's timer). `is_leader` and the gauge turn first, so whoever wakes on the cancelled term
+/// sees them, and only while `term` is still the elector's current one; then every handed-out
+/// `Term` ends; then the watch.
+fn end_term(inner: &Inner, term: &Arc<TermState>, info: &TermInfo, cause: TermCause, end: TermEnd) {
+    if !term.claim_end() {
+        return;
+    }
+    {
+        let mut current = inner.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, term)) {
+            inner.leader.store(false, Ordering::SeqCst);
+            inner.gauge.set(false);
+            *current = None;
+        }
+    }
+    term.end(cause);
+    inner.leadership.ended(info.clone(), end);
+    tracing::debug!(term = info.number, cause = %cause, "background leader term ended");
+}
+
+/// LOOP-1, TERM-1, ISL-1: ends the term when its lease runs out (4·T after the sending of the
+/// last answered check), without waiting for the next check: a frozen or starved process ends
+/// every handle of the term (every `Term`'s token included), `is_leader`, the gauge and the
+/// watch as soon as it runs again. The elector's next check then fails and closes the
+/// connection (DEM-1's order holds: the term ended first).
+async fn lease_timer(inner: Arc<Inner>, term: Arc<TermState>, info: TermInfo) {
+    inner.lease.ran_out().await;
+    let cause = Error::LeaseRunOut(inner.lease.length()).to_string();
+    end_term(
+        &inner,
+        &term,
+        &info,
+        TermCause::LeadershipLost,
+        TermEnd::Lost { cause },
+    );
 }
 
 /// The first column of the first row of a simple-protocol answer.

@@ -95,8 +95,16 @@ WHERE l.locktype = 'advisory'
   AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());";
 
-/// The leader's check (RUN-5): proves the session is alive.
+/// The leader's check (RUN-5) with the guard off: the spec's `SELECT 1`, which proves that a
+/// session answered, not which one.
 pub const PING: &str = "SELECT 1";
+
+/// The leader's check (RUN-5) with the guard on (POOL-1, the default): as cheap as `SELECT 1`,
+/// and answers the pid of the backend that ran it. The leader compares it with the pid of the
+/// session that was granted the lock: behind a transaction-mode pooler the check can land on
+/// another server session (the lock session is busy, idle in the pooler's list, or ended), which
+/// would answer `SELECT 1` as well.
+pub const PING_SESSION: &str = "SELECT pg_backend_pid()";
 
 /// The leader's check with X-VERIFY: proves the session is alive and still holds the key
 /// (answers `t` or `f`).

@@ -194,8 +194,11 @@ async fn supervise(
         set_status(&statuses, &name, WorkerState::Running, None, !first);
         first = false;
         tracing::debug!(worker = %name, "worker started");
-        // Aborted with this task: a dropped supervisor leaves no worker running detached.
-        let worker = AbortOnDropHandle::new(tokio::spawn(factory(shutdown.clone())));
+        // Aborted with this task: a dropped supervisor leaves no worker running detached. The
+        // start closure is called inside the worker's task, so that a panic in the closure
+        // itself (before it returns its future) is the worker's crash, not this task's.
+        let (start, token) = (factory.clone(), shutdown.clone());
+        let worker = AbortOnDropHandle::new(tokio::spawn(async move { start(token).await }));
         let exit = match worker.await {
             Ok(Ok(())) => "returned".to_owned(),
             Ok(Err(e)) => format!("failed: {e}"),
@@ -354,6 +357,45 @@ mod tests {
             WorkerState::Stopped,
             "not restarted after shutdown"
         );
+    }
+
+    /// LOOP-5 (review: a start closure that panics before it returns its future unwound the
+    /// supervising task, so the worker was never restarted and showed Running for ever): such a
+    /// panic is a crash like any other: restarted after the back-off, counted against the
+    /// budget, and reported by the workers probe once the budget is used up.
+    #[tokio::test(start_paused = true)]
+    async fn a_start_closure_that_panics_is_a_crash() {
+        let starts = Arc::new(AtomicU32::new(0));
+        let mut sup = Supervisor::new(budget());
+        let s = starts.clone();
+        sup.add("panics-at-start", move |_token| {
+            let n = s.fetch_add(1, Ordering::SeqCst);
+            assert!(n >= 100, "start {n} panics before it returns");
+            async { Ok::<(), String>(()) }
+        });
+        let (probe, statuses) = (sup.probe(), sup.statuses());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(sup.run(shutdown.clone()));
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let st = &statuses.snapshot()[0];
+        assert_eq!(
+            (st.state.clone(), st.restarts, starts.load(Ordering::SeqCst)),
+            (WorkerState::Restarting, 1, 2),
+            "restarted once after the back-off, and waiting for the next: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let st = &statuses.snapshot()[0];
+        assert_eq!((st.state.clone(), st.restarts), (WorkerState::Exhausted, 3));
+        assert_eq!(starts.load(Ordering::SeqCst), 4);
+        assert!(
+            (st.last_exit.as_deref())
+                .is_some_and(|e| e.contains("start 3 panics before it returns")),
+            "{st:?}"
+        );
+        let err = probe.check().unwrap_err();
+        assert!(err.contains("\"panics-at-start\" exhausted"), "{err}");
+        shutdown.cancel();
+        task.await.unwrap();
     }
 
     /// LOOP-5: a registered worker is listed (stopped, no restarts) before the supervisor runs;

@@ -13,27 +13,48 @@ use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::readiness::{Probe, TickOutcome};
-use crate::{panic, Done, Elector, Term};
+use crate::{panic, Done, Elector, Error, Term};
 
 /// A loop ticked on the leader: its name, its cadence and its optional readiness probe.
 #[derive(Clone, Debug)]
 pub struct LeaderTicker {
-    /// The loop's name (also its worker's name).
-    pub name: String,
-    /// The cadence; the first tick comes one period after the start.
-    pub period: Duration,
-    /// The loop's readiness probe, if it carries one.
-    pub probe: Option<Probe>,
+    name: String,
+    period: Duration,
+    probe: Option<Probe>,
 }
 
 impl LeaderTicker {
     /// A ticker for `name` every `period`, with the probe the spec gives that loop (READY-5).
-    pub fn new(name: &str, period: Duration) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidTickerPeriod`] when `period` is zero (a ticker cannot tick without a
+    /// cadence; such a value comes from configuration).
+    pub fn new(name: &str, period: Duration) -> Result<Self, Error> {
+        if period.is_zero() {
+            return Err(Error::InvalidTickerPeriod {
+                ticker: name.to_owned(),
+            });
+        }
+        Ok(Self {
             name: name.to_owned(),
             period,
             probe: Probe::for_loop(name),
-        }
+        })
+    }
+
+    /// The loop's name (also its worker's name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cadence; the first tick comes one period after the start. Never zero.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The loop's readiness probe, if it carries one.
+    pub fn probe(&self) -> Option<&Probe> {
+        self.probe.as_ref()
     }
 
     /// Ticks `pass` until `shutdown` is cancelled. `on_tick` sees every tick's outcome (for
@@ -86,7 +107,7 @@ impl LeaderTicker {
     {
         panic::install_hook();
         let name = self.name.as_str();
-        let done = AssertUnwindSafe(elector.do_work(shutdown, pass))
+        let done = AssertUnwindSafe(panic::with_own_stack(elector.do_work(shutdown, pass)))
             .catch_unwind()
             .await;
         let outcome = match done {
@@ -116,5 +137,35 @@ impl LeaderTicker {
             TickOutcome::Standby | TickOutcome::Lost => {}
         }
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::readiness::Check;
+
+    /// LOOP-2 (review: a zero period, which can come from configuration, panicked in
+    /// `interval_at` on every start): a ticker with a zero period is refused when it is built,
+    /// with an error that names the ticker; any other period builds.
+    #[test]
+    fn a_zero_period_is_refused_when_the_ticker_is_built() {
+        let refused = LeaderTicker::new("invitations-expire", Duration::ZERO).unwrap_err();
+        assert!(
+            matches!(&refused, Error::InvalidTickerPeriod { ticker } if ticker == "invitations-expire")
+        );
+        assert_eq!(
+            refused.to_string(),
+            "ticker \"invitations-expire\": a period of zero cannot tick"
+        );
+        let ticker = LeaderTicker::new("invitations-expire", Duration::from_nanos(1)).unwrap();
+        assert_eq!(
+            (ticker.name(), ticker.period()),
+            ("invitations-expire", Duration::from_nanos(1))
+        );
+        assert_eq!(
+            ticker.probe().map(|p| p.name().to_owned()).as_deref(),
+            Some("invitations-expire")
+        );
     }
 }

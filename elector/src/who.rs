@@ -34,7 +34,7 @@ impl Elector {
     /// # Errors
     /// [`Error::Pool`] or [`Error::Timeout`] when no connection comes within T, [`Error::Db`] or
     /// [`Error::Timeout`] when the statement fails or is not answered within T, and
-    /// [`Error::Protocol`] for an answer that is not a pid.
+    /// [`Error::Protocol`] for an answer that is not a pid, or more than one row.
     pub async fn who_leads(&self) -> Result<Option<Leader>, Error> {
         let t = self.inner.interval;
         // A loan, so that a dropped or failed ask closes the connection rather than hand the
@@ -46,13 +46,25 @@ impl Elector {
     }
 }
 
-/// The first row of `WHO_LEADS`'s answer as a [`Leader`].
+/// `WHO_LEADS`'s answer as a [`Leader`]: no row, or one. The key is granted to one session at
+/// most; sessions waiting for it (`granted = false`) are not asked for, so more rows are an
+/// answer this crate does not understand, never a guess.
 fn leader_of(answer: &[SimpleQueryMessage]) -> Result<Option<Leader>, Error> {
-    let Some(row) = answer.iter().find_map(|m| match m {
-        SimpleQueryMessage::Row(row) => Some(row),
-        _ => None,
-    }) else {
-        return Ok(None);
+    let rows: Vec<_> = (answer.iter())
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .collect();
+    let row = match rows.as_slice() {
+        [] => return Ok(None),
+        [row] => row,
+        more => {
+            return Err(Error::Protocol(format!(
+                "{} rows for the holder of the leader key",
+                more.len()
+            )))
+        }
     };
     let pid = row.get(0).unwrap_or_default();
     let backend_pid = pid

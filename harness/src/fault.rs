@@ -333,6 +333,7 @@ impl Nemesis {
             Verb::Latency => self.latency(target, delay.latency, delay.jitter).await,
             Verb::Reset => self.reset(target).await,
             Verb::Disable => self.disable(target).await,
+            Verb::KillBackend if target == SERVER => self.kill_lock_holder().await,
             Verb::KillBackend => self.kill_backend_of(target).await,
             Verb::RestartServer => self.restart_server().await,
             Verb::StopServer => self.stop_server().await,
@@ -708,6 +709,33 @@ impl Nemesis {
         let mut record = self.kill_backend(pid).await?;
         record.target = replica.to_owned();
         Ok(record)
+    }
+
+    /// Terminates the backend that holds the leader lock, whichever replica's it is, if any
+    /// session holds it (a scenario's `kill-backend` on `server`). Behind a transaction-mode
+    /// pooler the lock's server session serves no one replica (its `application_name` is the
+    /// last client's), so this is how its backend is killed there. With no holder it kills
+    /// nothing, and its record says so.
+    ///
+    /// Inverse: none.
+    ///
+    /// # Errors
+    /// The query or the termination failed.
+    pub async fn kill_lock_holder(&self) -> anyhow::Result<FaultRecord> {
+        match self.leader_backend_pid().await? {
+            Some(pid) => {
+                let mut record = self.kill_backend(pid).await?;
+                record.target = SERVER.to_owned();
+                Ok(record)
+            }
+            None => Ok(self.record(
+                Verb::KillBackend,
+                SERVER,
+                false,
+                "pg_terminate_backend: no session held the leader lock".to_owned(),
+                Instant::now(),
+            )),
+        }
     }
 
     /// Terminates the backend that holds the leader lock ([`leader_backend_pid`]

@@ -23,7 +23,7 @@ async fn ticks_run_only_on_the_leader() {
     let (bstop, brun) = spawn_run(&b);
 
     let shutdown = CancellationToken::new();
-    let ticker = LeaderTicker::new("invitations-expire", T / 2);
+    let ticker = LeaderTicker::new("invitations-expire", T / 2).expect("a ticker");
     let count = |e: &elector::Elector| {
         let (e, shutdown, ticker) = (e.clone(), shutdown.clone(), ticker.clone());
         let passes = Arc::new(AtomicUsize::new(0));
@@ -91,8 +91,8 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
     let (a, _ra) = elector_on(&pg.url(), "a", T).await;
     let (astop, arun) = lead(&a).await;
 
-    let ticker = LeaderTicker::new("access-session-sweep", T);
-    let probe = ticker.probe.clone().expect("a probed loop");
+    let ticker = LeaderTicker::new("access-session-sweep", T).expect("a ticker");
+    let probe = ticker.probe().cloned().expect("a probed loop");
     assert_eq!(probe.name(), "access-session-sweeper", "READY-5");
     let readiness = Readiness::new();
     readiness.add(probe.clone());
@@ -120,7 +120,7 @@ async fn probe_follows_ticks_and_panics_are_failed_ticks() {
                 }
             };
             let outcome = ticker.tick(&a, &shutdown, &mut pass).await;
-            if let Some(p) = &ticker.probe {
+            if let Some(p) = ticker.probe() {
                 p.record_tick(&outcome);
             }
             outcome
@@ -202,8 +202,8 @@ async fn demoted_leader_probe_clears_on_first_standby_tick() {
     let (b, _rb) = elector_on(&pg.url(), "b", T).await;
     let (astop, arun) = lead(&a).await;
     let (bstop, brun) = spawn_run(&b);
-    let ticker = LeaderTicker::new("approvals-expire", T);
-    let probe = ticker.probe.clone().unwrap();
+    let ticker = LeaderTicker::new("approvals-expire", T).expect("a ticker");
+    let probe = ticker.probe().cloned().unwrap();
     probe.record_boot(Ok(()));
     let shutdown = CancellationToken::new();
     let mut failing = |_t: elector::Term| async { Err::<(), _>("db down".to_owned()) };
@@ -283,6 +283,54 @@ async fn while_leader_restarts_the_loop_each_term() {
             (Some(2), None),
             (Some(2), Some(ParentEnded)),
         ]
+    );
+    halt(astop, arun).await;
+}
+
+/// Panics, to leave a stack on this thread that names this function.
+#[inline(never)]
+fn an_earlier_panic() {
+    panic!("an earlier panic, caught elsewhere");
+}
+
+/// READY-4 (review: a panic re-raised with `resume_unwind` skips the panic hook, so its ERROR
+/// line could carry the stack of an earlier panic): on one thread, a panic caught elsewhere
+/// leaves its stack behind; then a pass re-raises a payload. The tick is a panicked tick with
+/// that payload, and its ERROR line does not show the earlier panic's stack.
+#[tokio::test]
+async fn a_re_raised_panic_never_logs_an_earlier_panics_stack() {
+    let pg = Pg::start().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (astop, arun) = lead(&a).await;
+    let ticker = LeaderTicker::new("invitations-expire", T).expect("a ticker");
+    let shutdown = CancellationToken::new();
+    // The first tick installs the stack-keeping hook.
+    let mut ok = |_t: elector::Term| async { Ok::<(), String>(()) };
+    assert_eq!(
+        ticker.tick(&a, &shutdown, &mut ok).await,
+        TickOutcome::Passed
+    );
+    assert!(std::panic::catch_unwind(an_earlier_panic).is_err());
+    let mut re_raise = |_t: elector::Term| async {
+        if true {
+            std::panic::resume_unwind(Box::new("re-raised"));
+        }
+        Ok::<(), String>(())
+    };
+    let outcome = ticker.tick(&a, &shutdown, &mut re_raise).await;
+    assert_eq!(outcome, TickOutcome::Panicked("re-raised".into()));
+    wait_for(Duration::from_secs(10), || {
+        !logs.matching("background loop tick panicked").is_empty()
+    })
+    .await
+    .expect("the ERROR line");
+    let line = &logs.matching("background loop tick panicked")[0];
+    assert_eq!(line.fields["panic"], "re-raised");
+    assert!(
+        !line.fields["stack"].contains("an_earlier_panic"),
+        "the re-raised panic's ERROR line shows the earlier panic's stack:\n{}",
+        line.fields["stack"]
     );
     halt(astop, arun).await;
 }

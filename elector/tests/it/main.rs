@@ -10,6 +10,7 @@ mod leadership;
 mod lock;
 mod metrics;
 mod orphan;
+mod pooler;
 mod run;
 mod session;
 mod term_do;

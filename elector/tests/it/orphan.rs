@@ -291,3 +291,103 @@ async fn a_frozen_leader_does_no_work_once_the_server_may_have_ended_its_session
     frozen_run.await.expect("run returns Ok");
     halt(bstop, brun).await;
 }
+
+/// LOOP-1, TERM-1 (review: the lease never reached `Term::token`): a leader whose election is
+/// frozen (its `run` future no longer polled, as in a frozen or starved process) runs a loop
+/// that selects on its term's token, as the token's docs recommend. The loop stops when the
+/// term's lease runs out, 4·T after the sending of the last answered check, without waiting for
+/// a check; from then on the gauge reads 0 and the watch says Standby, as `is_leader` does
+/// (ISL-1).
+#[tokio::test(flavor = "current_thread")]
+async fn a_loop_on_the_terms_token_stops_when_the_lease_runs_out() {
+    let pg = Pg::start().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, registry) = elector_on(&pg.url(), "a", T).await;
+    let token = CancellationToken::new();
+    let mut frozen_run = Box::pin(a.run(token.clone()));
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        _ = until_leader(&a, 2 * T) => {}
+    }
+    let (term, leading) = a.term(&CancellationToken::new());
+    assert!(leading);
+    let work = term.token().clone();
+    let looping = tokio::spawn(async move {
+        let mut passes = 0u32;
+        loop {
+            tokio::select! {
+                biased;
+                () = work.cancelled() => return (Instant::now(), passes),
+                () = tokio::time::sleep(T / 10) => passes += 1,
+            }
+        }
+    });
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        () = tokio::time::sleep(T + T / 2) => {}
+    }
+    // From here on `frozen_run` is not polled: no more checks.
+    let last_answer = logs
+        .matching("background leader check passed")
+        .last()
+        .expect("a check passed")
+        .at;
+    let (stopped, passes) = tokio::time::timeout(6 * T, looping)
+        .await
+        .expect("the loop on the term's token ran on after the lease ran out")
+        .expect("the loop");
+    let after = stopped - last_answer;
+    let bound = T * IDLE_SESSION_INTERVALS;
+    // The lease runs from the check's sending, a round trip (well under SLACK) before its answer.
+    assert!(
+        after <= bound + SLACK && after + SLACK >= bound,
+        "the loop stopped {after:?} after the last answer (bound {bound:?} ± {SLACK:?}; {passes} passes)"
+    );
+    assert_eq!(term.cause(), Some(elector::TermCause::LeadershipLost));
+    assert!(!a.is_leader());
+    assert_eq!(gauge(&registry), Some(0), "the gauge still reads 1");
+    assert_eq!(a.subscribe().borrow().role, elector::Role::Standby);
+    drop(frozen_run);
+}
+
+/// TERM-1, ORPH-1 (review: the lease must run from the sending of the last answered check,
+/// never from its answer): behind a link that delays every answer by T/2, a leader whose
+/// election is frozen stops leading 4·T after the *sending* of its last answered check, which
+/// is T/2 before 4·T after its answer. Counted from the answer, two replicas could lead for
+/// T/2 (the link's delay).
+#[tokio::test(flavor = "current_thread")]
+async fn the_lease_runs_from_the_sending_of_the_last_answered_check() {
+    let pg = Pg::start().await;
+    let proxy = Proxy::start(pg.port).await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _r) = elector_on(&pg.url_via(proxy.port), "a", T).await;
+    let token = CancellationToken::new();
+    let mut frozen_run = Box::pin(a.run(token.clone()));
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        _ = until_leader(&a, 2 * T) => {}
+    }
+    let delay = T / 2;
+    proxy.latency("downstream", delay.as_millis() as u64).await;
+    tokio::select! {
+        r = &mut frozen_run => panic!("run ended early: {r:?}"),
+        () = tokio::time::sleep(2 * T + T / 4) => {}
+    }
+    // From here on `frozen_run` is not polled: no more checks.
+    let last_answer = logs
+        .matching("background leader check passed")
+        .last()
+        .expect("a check passed")
+        .at;
+    let lost = wait_for(6 * T, || !a.is_leader())
+        .await
+        .expect("the lease ran out");
+    let after = Instant::now() - last_answer;
+    let bound = T * IDLE_SESSION_INTERVALS - delay;
+    assert!(
+        after <= bound + SLACK && after + SLACK >= bound,
+        "leading ended {after:?} after the last answer (bound 4T - {delay:?} = {bound:?} ± \
+         {SLACK:?}; waited {lost:?})"
+    );
+    drop(frozen_run);
+}

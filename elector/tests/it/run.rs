@@ -481,3 +481,100 @@ async fn abandonment_does_not_wait_for_the_panic_stack() {
     stop.cancel();
     supervised.await.unwrap();
 }
+
+/// RUN-2 (review: the tests compared only which backend answered, so a refused attempt that
+/// changed its session would pass): refused checks hand their connection back *unchanged*. The
+/// standby's pool has one connection, so every check runs on it; the session's settings (every
+/// row of `pg_settings`, the guard's marker, the application name) and its advisory locks, read
+/// on that same backend before and after ten refused checks, are the same.
+#[tokio::test]
+async fn refused_checks_leave_the_pooled_session_unchanged() {
+    let pg = Pg::start().await;
+    let (leader, _r1) = elector_on(&pg.url(), "leader", T).await;
+    let (lstop, lrun) = lead(&leader).await;
+    let pool = pool_for(&pg.url(), "standby", 1, Default::default());
+    let state = || async {
+        let c = pool.get().await.expect("the standby's one connection");
+        let rows = c
+            .query(
+                "SELECT pg_backend_pid()::text, 'pid' UNION ALL \
+                 SELECT coalesce(current_setting('plexsphere.background_leader', true), '<unset>'), \
+                 'marker' UNION ALL \
+                 SELECT count(*)::text, 'advisory locks' FROM pg_locks \
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid() UNION ALL \
+                 SELECT coalesce(setting, '') || ' (' || source || ')', name FROM pg_settings",
+                &[],
+            )
+            .await
+            .expect("the session's state");
+        rows.iter()
+            .map(|r| (r.get::<_, String>(1), r.get::<_, String>(0)))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let before = state().await;
+    let (logs, _guard) = Logs::capture();
+    let standby = Elector::new(Config::new(pool.clone()).check_interval(T)).unwrap();
+    let (sstop, srun) = spawn_run(&standby);
+    wait_for(20 * T, || {
+        logs.matching("background leader lock held elsewhere").len() >= 10
+    })
+    .await
+    .expect("ten refused checks");
+    halt(sstop, srun).await;
+    assert!(
+        logs.matching("leader: acquire lock connection").is_empty(),
+        "a check failed, so its connection was closed: nothing to compare"
+    );
+    let after = state().await;
+    let changed: Vec<_> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: {v} -> {:?}", after.get(k)))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "refused checks changed the session: {changed:#?}"
+    );
+    assert_eq!(before.len(), after.len(), "settings appeared");
+    halt(lstop, lrun).await;
+}
+
+/// RUN-6 (review: no test saw the close against the term's end): on shutdown, after the
+/// unlock, the lock connection is closed while the term is still live, and the term ends after:
+/// at the close, a `Term` handed out earlier (whose parent outlives the shutdown) is not
+/// cancelled and the watch still says Leading; once `run` returned, the term has ended with
+/// `Released`.
+#[tokio::test]
+async fn shutdown_closes_the_connection_before_the_term_ends() {
+    let pg = Pg::start().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (stop, run) = lead(&a).await;
+    let (term, leading) = a.term(&tokio_util::sync::CancellationToken::new());
+    assert!(leading);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (token, watch, at_close) = (term.token().clone(), a.subscribe(), seen.clone());
+    logs.on_event(move |e| {
+        if e.message
+            .starts_with("background leader lock connection closed")
+        {
+            let leading = matches!(watch.borrow().role, elector::Role::Leading(_));
+            at_close
+                .lock()
+                .unwrap()
+                .push((token.is_cancelled(), leading));
+        }
+    });
+    halt(stop, run).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(false, true)],
+        "at the close: (term cancelled, watch leading)"
+    );
+    let released = logs
+        .position("background leader lock released")
+        .expect("unlocked");
+    let closed = (logs.position("background leader lock connection closed")).expect("closed");
+    assert!(released < closed, "the unlock comes before the close");
+    assert_eq!(term.cause(), Some(TermCause::Released));
+}

@@ -155,3 +155,61 @@ fn identities_the_session_cannot_carry_as_given_are_refused() {
         }
     }
 }
+
+/// X-WHO (review: no test had a session waiting on the key): sessions that wait for the key in
+/// `pg_advisory_lock` (as a fast-handover waiter would) show in pg_locks with `granted = false`;
+/// `who_leads` names only the session granted the key, asked from the leader and the standby.
+#[tokio::test]
+async fn who_leads_names_the_holder_not_the_sessions_waiting_for_the_key() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let a = named(&pg, "pool-a", Some("api-a")).await;
+    let b = named(&pg, "pool-b", Some("api-b")).await;
+    let (stop_a, run_a) = lead(&a).await;
+    let (stop_b, run_b) = spawn_run(&b);
+    let mut waiters = Vec::new();
+    for name in ["waiter-1", "waiter-2"] {
+        let (client, conn) = tokio_postgres::connect(
+            &format!("{}?application_name={name}", pg.url()),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .expect("a waiting session");
+        tokio::spawn(conn);
+        let client = std::sync::Arc::new(client);
+        let c = client.clone();
+        // Blocks until the key is free: it never is while a leads.
+        let waiting = tokio::spawn(async move {
+            c.simple_query("SELECT pg_advisory_lock(1886156915, 1)")
+                .await
+                .map(drop)
+        });
+        waiters.push((client, waiting));
+    }
+    let mut waiting_rows = 0;
+    for _ in 0..100 {
+        let rows = leader_rows(&observer).await;
+        waiting_rows = rows.iter().filter(|r| !r.1).count();
+        if waiting_rows == 2 {
+            break;
+        }
+        tokio::time::sleep(T / 10).await;
+    }
+    assert_eq!(waiting_rows, 2, "two sessions wait for the key");
+    let holder = Leader {
+        backend_pid: term_pid(&a),
+        name: Some("api-a".to_owned()),
+    };
+    for asker in [&a, &b] {
+        assert_eq!(
+            asker.who_leads().await.expect("who leads"),
+            Some(holder.clone())
+        );
+    }
+    for (client, waiting) in waiters {
+        waiting.abort();
+        drop(client);
+    }
+    halt(stop_b, run_b).await;
+    halt(stop_a, run_a).await;
+}

@@ -10,6 +10,12 @@
 //! and lets the system settle. Where a round's outcome is certain, it also states the bound the
 //! conformance scenarios hold it to (demotion, release, abandonment). After the last round, a
 //! leader must lead within 5T of the final heal.
+//!
+//! When a replica goes through a transaction-mode pooler, the elector refuses to lead there
+//! (POOL-1): no replica is owed leadership, and the lock's server session serves no one replica.
+//! Such a schedule checks the safety properties only ([`Invariants::Safety`]): it waits by
+//! sleeping, strikes replicas by name (and the lock's backend, whoever's it is), and states no
+//! bound and no final liveness.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,11 +23,12 @@ use std::time::Duration;
 
 use crate::check::expect::{Awaited, Expect, Who};
 use crate::check::Expectation;
+use crate::check::Invariants;
 use crate::event::EventKind;
 use crate::fault::{Subject, Verb};
 use crate::replica::control::WorkerMode;
 use crate::scenario::model::{
-    Control, DbPath, Latency, ReplicaDecl, Scenario, Span, Step, Target, WaitFor,
+    invariants_for, Control, DbPath, Latency, ReplicaDecl, Scenario, Span, Step, Target, WaitFor,
 };
 use crate::snapshot::Story;
 
@@ -118,7 +125,12 @@ pub fn draw(p: &Params) -> Scenario {
         steps: Vec::new(),
         expect: Vec::new(),
         planned_t: 0.0,
+        pooled: None,
     };
+    let replicas = replicas(p);
+    if invariants_for(&replicas) == Invariants::Safety {
+        d.pooled = Some(replicas.keys().cloned().collect());
+    }
     d.wait(WaitFor::Leader, 5.0, None);
     let rounds_t = p.duration.as_secs_f64() / p.t.as_secs_f64();
     let mut round = 0;
@@ -126,7 +138,9 @@ pub fn draw(p: &Params) -> Scenario {
         round += 1;
         d.round(round);
     }
-    d.wait(WaitFor::Leader, 5.0, Some("final".into()));
+    if d.pooled.is_none() {
+        d.wait(WaitFor::Leader, 5.0, Some("final".into()));
+    }
     d.sleep(2.0);
     let name = format!("chaos-{}", p.seed);
     Scenario {
@@ -145,9 +159,9 @@ pub fn draw(p: &Params) -> Scenario {
         t: Some(Span::Abs(p.t)),
         tick: None,
         seed: Some(p.seed),
-        invariants: true,
+        invariants: invariants_for(&replicas),
         story: Story::Faults,
-        replicas: replicas(p),
+        replicas,
         steps: d.steps,
         expect: d.expect,
     }
@@ -186,6 +200,9 @@ struct Drawer {
     expect: Vec<Expectation>,
     /// The rounds' planned length so far, in T (waits counted at a typical 1T).
     planned_t: f64,
+    /// The replicas' names when one goes through a transaction-mode pooler: the schedule then
+    /// owes no liveness (see the module's docs).
+    pooled: Option<Vec<String>>,
 }
 
 impl Drawer {
@@ -206,6 +223,10 @@ impl Drawer {
     }
 
     fn wait(&mut self, until: WaitFor, within: f64, name: Option<String>) {
+        if self.pooled.is_some() {
+            self.sleep(1.0);
+            return;
+        }
         self.planned_t += 1.0;
         self.steps.push(Step::WaitFor {
             until,
@@ -214,7 +235,24 @@ impl Drawer {
         });
     }
 
+    /// Where a strike meant for `target` goes: there, or on a pooled schedule, a replica drawn
+    /// by name for the leader or a standby (and the lock's backend, whoever's it is, for a
+    /// backend kill).
+    fn aim(&mut self, strike: &Strike, target: Target) -> Target {
+        let Some(names) = self.pooled.clone() else {
+            return target;
+        };
+        match (strike, target) {
+            (Strike::Fault(Verb::KillBackend, _), _) => Target::Server,
+            (_, Target::Leader | Target::Standby) => {
+                Target::Replica(names[self.rng.usize(..names.len())].clone())
+            }
+            (_, target) => target,
+        }
+    }
+
     fn strike(&mut self, strike: &Strike, target: Target, name: &str) {
+        let target = self.aim(strike, target);
         let name = Some(name.to_owned());
         self.steps.push(match strike {
             Strike::Fault(verb, latency) => Step::Fault {
@@ -278,7 +316,7 @@ impl Drawer {
         let hold = self.quarter(0.5, 5.0);
         self.sleep(hold);
         // Bounds whose outcome the round makes certain: nothing else struck the leader.
-        if second != Some(true) {
+        if second != Some(true) && self.pooled.is_none() {
             self.bounds_of(&a, &first, hold);
         }
         for (strike, name) in &struck {
@@ -381,6 +419,43 @@ mod tests {
                 "seed {seed}: {:?}",
                 tail[1]
             );
+        }
+    }
+
+    /// POOL-1: a schedule with a replica behind a transaction-mode pooler holds the run to the
+    /// safety properties only, owes no liveness (no wait for a leader, no bound), strikes
+    /// replicas by name and the lock's backend on the server, and reads back the same.
+    #[test]
+    fn a_pooled_schedule_owes_safety_only() {
+        let dir = tempfile::tempdir().unwrap();
+        for seed in 0..20 {
+            let mut p = params(seed);
+            p.paths = vec![DbPath::PgbouncerTransaction, DbPath::Direct];
+            let s = draw(&p);
+            assert_eq!(s.invariants, Invariants::Safety);
+            assert!(s.expect.is_empty(), "seed {seed}: {:?}", s.expect);
+            for step in &s.steps {
+                match step {
+                    Step::WaitFor { .. } => panic!("seed {seed}: a wait for {step:?}"),
+                    Step::Fault {
+                        verb: Verb::KillBackend,
+                        target,
+                        ..
+                    } => assert_eq!(*target, Target::Server, "seed {seed}"),
+                    Step::Fault { target, .. } | Step::Control { target, .. } => assert!(
+                        matches!(
+                            target,
+                            Target::Replica(_) | Target::Named(_) | Target::Server
+                        ),
+                        "seed {seed}: {target:?}"
+                    ),
+                    _ => {}
+                }
+            }
+            let path = dir.path().join(&s.file);
+            std::fs::write(&path, s.to_toml()).unwrap();
+            let back = Scenario::load(&path).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert_eq!((back.steps, back.invariants), (s.steps, s.invariants));
         }
     }
 

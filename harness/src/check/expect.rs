@@ -470,7 +470,8 @@ fn log(texts: &[String], who: &Who, facts: &Facts) -> Check {
     let replica = match who {
         Who::Named(name) => facts.marks.get(name).map_or(name, |m| &m.target),
         Who::Replica(name) => name,
-        Who::Any | Who::Other => "",
+        Who::Any => return any_log(texts, facts),
+        Who::Other => "",
     };
     let name = format!("log of {who} has a line with {texts:?}");
     let Some(log) = facts.logs.get(replica) else {
@@ -490,6 +491,24 @@ fn log(texts: &[String], who: &Who, facts: &Facts) -> Check {
         ),
     };
     check(name, verdict, message)
+}
+
+/// Whether any replica's log has one line with every text.
+fn any_log(texts: &[String], facts: &Facts) -> Check {
+    let name = format!("log of any replica has a line with {texts:?}");
+    let found = (facts.logs.iter()).find_map(|(replica, log)| {
+        let text = log.text.as_ref().ok()?;
+        let line = text.lines().find(|l| texts.iter().all(|t| l.contains(t)))?;
+        Some(format!("found in {replica}'s: {}", line.trim()))
+    });
+    match found {
+        Some(message) => check(name, Verdict::Valid, message),
+        None => check(
+            name,
+            Verdict::Invalid,
+            format!("no such line in the {} replica log(s)", facts.logs.len()),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -624,6 +643,18 @@ mod tests {
         assert_eq!(decide(&ex(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
         assert_eq!(
             decide(&ex(&["ERROR", "INFO"]), &f).verdict,
+            Verdict::Invalid
+        );
+        let any = |texts: &[&str]| Expectation {
+            clause: "CFG-3".into(),
+            expect: Expect::Log {
+                texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+                replica: Who::Any,
+            },
+        };
+        assert_eq!(decide(&any(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
+        assert_eq!(
+            decide(&any(&["ERROR", "INFO"]), &f).verdict,
             Verdict::Invalid
         );
     }

@@ -168,12 +168,63 @@ impl Bounds {
     }
 }
 
+/// Which continuous invariants a run is held to (a scenario file's `invariants`: `true`,
+/// `false` or `"safety"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Invariants {
+    /// Every one (`true`, the default): see [`continuous`].
+    #[default]
+    All,
+    /// The safety properties only (`"safety"`): the gauge sum, one granted lock row, and the
+    /// overlap of two leaders. What an elector still owes behind a transaction-mode pooler with
+    /// its guard on: there the lock can stay on a server session in the pooler's list that no
+    /// replica believes it holds (a leader that demoted cannot reach it), so the gauge's leader
+    /// and pg_locks' disagree, and a row outlives its term, by design (POOL-1).
+    Safety,
+    /// None (`false`): the scenario shows a hazard and expects the violation instead.
+    None,
+}
+
+impl Invariants {
+    /// The scenario files' word for the safety properties.
+    pub const SAFETY: &'static str = "safety";
+}
+
+impl Serialize for Invariants {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Invariants::All => s.serialize_bool(true),
+            Invariants::None => s.serialize_bool(false),
+            Invariants::Safety => s.serialize_str(Self::SAFETY),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Invariants {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Flag(bool),
+            Word(String),
+        }
+        match Raw::deserialize(d) {
+            Ok(Raw::Flag(true)) => Ok(Invariants::All),
+            Ok(Raw::Flag(false)) => Ok(Invariants::None),
+            Ok(Raw::Word(w)) if w == Self::SAFETY => Ok(Invariants::Safety),
+            _ => Err(serde::de::Error::custom(
+                "invariants: expected true, false or \"safety\"",
+            )),
+        }
+    }
+}
+
 /// Every check of one scenario run: the steps that failed (`step_errors`: each fails the
-/// scenario's `clauses`), the continuous invariants (unless the scenario turns them off), the
-/// boot and readiness shape wherever replicas run an elector, and the scenario's expectations.
+/// scenario's `clauses`), the continuous invariants the scenario asks for, the boot and
+/// readiness shape wherever replicas run an elector, and the scenario's expectations.
 pub fn scenario(
     clauses: &[String],
-    invariants: bool,
+    invariants: Invariants,
     expectations: &[Expectation],
     step_errors: &[String],
     facts: &Facts,
@@ -189,8 +240,10 @@ pub fn scenario(
             measures: Vec::new(),
         });
     }
-    if invariants {
-        checks.extend(continuous(facts));
+    match invariants {
+        Invariants::All => checks.extend(continuous(facts)),
+        Invariants::Safety => checks.extend(safety(facts)),
+        Invariants::None => {}
     }
     // Boot and readiness shape hold in every scenario whose replicas run an elector; they are
     // unknown (not counted) where none does.
@@ -204,6 +257,16 @@ pub fn scenario(
     );
     checks.extend(expectations.iter().map(|ex| expect::decide(ex, facts)));
     checks
+}
+
+/// The safety properties: the gauge sum, one granted lock row, the overlap of two leaders.
+fn safety(facts: &Facts) -> Vec<Check> {
+    let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
+    vec![
+        gauge_sum(entries, end_ms, b),
+        one_lock_row(entries),
+        overlap_bound(entries, end_ms, b),
+    ]
 }
 
 /// The continuous invariants: gauge sum, one lock row, gauge = pg_locks, overlap, the lock rows

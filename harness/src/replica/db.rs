@@ -9,6 +9,7 @@ use deadpool_postgres::{
     ManagerConfig, Object, Pool, PoolConfig, PoolError, RecyclingMethod, Runtime,
 };
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 
@@ -81,33 +82,36 @@ impl Database {
     }
 
     /// Writes one `leader_work` row for `loop_name` in `term`, on a pooled connection.
+    ///
+    /// Like every statement of the replica's own work, an unnamed statement with typed
+    /// parameters: one round trip, and nothing prepared that a transaction-mode pooler would
+    /// hand to another server session (where a named statement does not exist).
     pub(crate) async fn record_work(&self, loop_name: &str, term: u64) -> Result<(), String> {
         let term = i64::try_from(term).map_err(|e| e.to_string())?;
         let client = self.pool.get().await.map_err(|e| format!("pool: {e}"))?;
-        let stmt = client
-            .prepare_cached(INSERT_WORK)
-            .await
-            .map_err(|e| format!("postgres: {e}"))?;
         client
-            .execute(&stmt, &[&loop_name, &self.replica, &term])
+            .execute_typed(
+                INSERT_WORK,
+                &[
+                    (&loop_name, Type::TEXT),
+                    (&self.replica, Type::TEXT),
+                    (&term, Type::INT8),
+                ],
+            )
             .await
             .map(|_| ())
-            .map_err(|e| format!("postgres: {e}"))
+            .map_err(db_error)
     }
 
     /// A cheap real read on a pooled connection: the number of `leader_work` rows of
     /// `loop_name` (a boot pass's sweep, an every-replica loop's sample).
     pub(crate) async fn sample(&self, loop_name: &str) -> Result<i64, String> {
         let client = self.pool.get().await.map_err(|e| format!("pool: {e}"))?;
-        let stmt = client
-            .prepare_cached(COUNT_WORK)
-            .await
-            .map_err(|e| format!("postgres: {e}"))?;
         client
-            .query_one(&stmt, &[&loop_name])
+            .query_typed_one(COUNT_WORK, &[(&loop_name, Type::TEXT)])
             .await
             .map(|row| row.get(0))
-            .map_err(|e| format!("postgres: {e}"))
+            .map_err(db_error)
     }
 
     /// Retires pooled connections older than `max` (SESS-1: the elector's lock connection is
@@ -248,4 +252,13 @@ fn describe(pg: &tokio_postgres::Config) -> String {
     let port = pg.get_ports().first().copied().unwrap_or(5432);
     let db = pg.get_dbname().unwrap_or_default();
     format!("{host}:{port}/{db}")
+}
+
+/// A driver error as text, with the server's own message when it sent one (tokio-postgres
+/// shows a server error as `db error` alone).
+fn db_error(e: tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("postgres: {db}"),
+        None => format!("postgres: {e}"),
+    }
 }

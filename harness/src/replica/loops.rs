@@ -181,7 +181,7 @@ impl LoopContext {
         // The term the last pass ran in, for its tick event (0: none).
         let current = Arc::new(AtomicU64::new(0));
         let pass = {
-            let (ctx, current, name) = (self.clone(), current.clone(), ticker.name.clone());
+            let (ctx, current, name) = (self.clone(), current.clone(), ticker.name().to_owned());
             move |term: Term| {
                 let (ctx, current, name) = (ctx.clone(), current.clone(), name.clone());
                 async move {
@@ -192,7 +192,7 @@ impl LoopContext {
         };
         let on_tick = |outcome: &TickOutcome| {
             let term = Some(current.load(Ordering::SeqCst)).filter(|t| *t != 0);
-            self.emit_tick(&ticker.name, outcome, term);
+            self.emit_tick(ticker.name(), outcome, term);
         };
         ticker.run(&self.elector, shutdown, pass, on_tick).await;
         Ok(())
@@ -341,7 +341,14 @@ impl BootPasses {
 
 /// Registers the election and every loop as supervised workers by name (LOOP-5), adds the
 /// seven probes to `readiness`, and returns the boot passes to run before ready.
-pub(crate) fn wire(ctx: &LoopContext, sup: &mut Supervisor, readiness: &Readiness) -> BootPasses {
+///
+/// # Errors
+/// A ticker cannot be built (a tick of zero).
+pub(crate) fn wire(
+    ctx: &LoopContext,
+    sup: &mut Supervisor,
+    readiness: &Readiness,
+) -> Result<BootPasses, elector::Error> {
     {
         let ctx = ctx.clone();
         sup.add(ELECTION_WORKER, move |shutdown: CancellationToken| {
@@ -356,8 +363,8 @@ pub(crate) fn wire(ctx: &LoopContext, sup: &mut Supervisor, readiness: &Readines
 
     let mut probes = Vec::new();
     for name in TICKED_LOOPS {
-        let ticker = LeaderTicker::new(name, ctx.tick);
-        if let Some(probe) = &ticker.probe {
+        let ticker = LeaderTicker::new(name, ctx.tick)?;
+        if let Some(probe) = ticker.probe() {
             readiness.add(probe.clone());
             probes.push(probe.clone());
         }
@@ -365,7 +372,7 @@ pub(crate) fn wire(ctx: &LoopContext, sup: &mut Supervisor, readiness: &Readines
         sup.add(name, move |shutdown: CancellationToken| {
             let (ctx, ticker) = (ctx.clone(), ticker.clone());
             async move {
-                ctx.crashable(&ticker.name, ctx.run_ticker(&ticker, &shutdown))
+                ctx.crashable(ticker.name(), ctx.run_ticker(&ticker, &shutdown))
                     .await
             }
         });
@@ -401,8 +408,8 @@ pub(crate) fn wire(ctx: &LoopContext, sup: &mut Supervisor, readiness: &Readines
         });
     }
 
-    BootPasses {
+    Ok(BootPasses {
         ctx: ctx.clone(),
         probes,
-    }
+    })
 }

@@ -247,7 +247,8 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
             emitter.clone(),
             tick,
         );
-        boot = Some(loops::wire(&ctx, &mut supervisor, &readiness));
+        boot =
+            Some(loops::wire(&ctx, &mut supervisor, &readiness).context("cannot build the loops")?);
         leadership = Some(events::LeadershipStream::start(
             emitter.clone(),
             elector.subscribe(),

@@ -49,12 +49,19 @@ impl Evidence {
         }
     }
 
-    /// Creates the folder `relative` under `out`.
+    /// Creates the folder `relative` under `out`, empty: an earlier run's folder of the same
+    /// name is removed first, so that nothing in it (a replica's log is appended to across its
+    /// restarts) can be read as this run's.
     ///
     /// # Errors
-    /// It could not be created.
+    /// It could not be removed or created.
     pub fn create(out: &Path, relative: String) -> anyhow::Result<Evidence> {
         let dir = out.join(&relative);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", dir.display())),
+        }
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Evidence { dir, relative })
     }
@@ -111,4 +118,25 @@ fn write_jsonl(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
         out.write_all(b"\n")?;
     }
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's evidence folder holds that run's files only: a replica log an earlier run of
+    /// the same scenario left (logs are appended to, across a replica's restarts) is gone, so a
+    /// `log` expectation cannot find an earlier run's line.
+    #[test]
+    fn a_new_run_starts_from_an_empty_folder() {
+        let out = tempfile::tempdir().unwrap();
+        let first = Evidence::create(out.path(), "scenarios/x".into()).unwrap();
+        std::fs::write(first.replica_log("r1"), "an earlier run's line\n").unwrap();
+        let second = Evidence::create(out.path(), "scenarios/x".into()).unwrap();
+        assert!(
+            !second.replica_log("r1").exists(),
+            "the earlier run's log is still there"
+        );
+        assert!(second.dir.is_dir());
+    }
 }

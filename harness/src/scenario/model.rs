@@ -8,11 +8,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::Expectation;
+use crate::check::{Expectation, Invariants};
 use crate::fault::Verb;
 use crate::replica::control::{LoopMode, WorkerMode};
 use crate::snapshot::Story;
 pub use crate::span::Span;
+use crate::topology::ReplicaPath;
 
 /// A validated scenario.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,10 +33,11 @@ pub struct Scenario {
     /// The seed of the scenario's random choices (which replica a `standby` target picks), so
     /// that a recorded schedule replays the same (default: the run's `--seed`).
     pub seed: Option<u64>,
-    /// Whether the continuous invariants (gauge sum, one lock row, gauge = pg_locks,
-    /// leader-only work, overlap) are checked. A scenario that shows a hazard (PgBouncer
-    /// transaction mode) turns them off and expects the violation instead.
-    pub invariants: bool,
+    /// Which continuous invariants the run is held to (gauge sum, one lock row, gauge =
+    /// pg_locks, leader-only work, overlap, the history of the lock rows): all (the default),
+    /// the safety properties only (a transaction-mode pooler with the guard on), or none (a
+    /// scenario that shows a hazard and expects the violation instead).
+    pub invariants: Invariants,
     /// What the snapshot of the normalised timeline keeps.
     pub story: Story,
     /// The replicas by name.
@@ -55,10 +57,58 @@ pub enum DbPath {
     Direct,
     /// Through PgBouncer in session mode.
     PgbouncerSession,
-    /// Through PgBouncer in transaction mode.
+    /// Through PgBouncer in transaction mode, at its default pool size (20 server sessions).
     PgbouncerTransaction,
+    /// Through PgBouncer in transaction mode with one server session (the narrow case).
+    #[serde(rename = "pgbouncer-transaction-1")]
+    PgbouncerTransactionOneSession,
     /// No DSN at all: no elector, no background loop (LOOP-4).
     None,
+}
+
+impl DbPath {
+    /// The topology's path for it; `None` for [`DbPath::None`].
+    pub fn replica_path(self) -> Option<ReplicaPath> {
+        match self {
+            DbPath::Direct => Some(ReplicaPath::Direct),
+            DbPath::PgbouncerSession => Some(ReplicaPath::PgBouncerSession),
+            DbPath::PgbouncerTransaction => Some(ReplicaPath::PgBouncerTransaction),
+            DbPath::PgbouncerTransactionOneSession => {
+                Some(ReplicaPath::PgBouncerTransactionOneSession)
+            }
+            DbPath::None => None,
+        }
+    }
+
+    /// Whether it runs through a transaction-mode pooler, where replicas share server sessions.
+    pub fn is_transaction_pooled(self) -> bool {
+        matches!(
+            self,
+            DbPath::PgbouncerTransaction | DbPath::PgbouncerTransactionOneSession
+        )
+    }
+}
+
+/// The invariants a run of these replicas is held to by default: all of them, or the safety
+/// properties only when a replica goes through a transaction-mode pooler (see
+/// [`Invariants::Safety`]).
+pub fn invariants_for(replicas: &BTreeMap<String, ReplicaDecl>) -> Invariants {
+    if replicas.values().any(|d| d.path.is_transaction_pooled()) {
+        Invariants::Safety
+    } else {
+        Invariants::All
+    }
+}
+
+impl From<ReplicaPath> for DbPath {
+    fn from(p: ReplicaPath) -> Self {
+        match p {
+            ReplicaPath::Direct => DbPath::Direct,
+            ReplicaPath::PgBouncerSession => DbPath::PgbouncerSession,
+            ReplicaPath::PgBouncerTransaction => DbPath::PgbouncerTransaction,
+            ReplicaPath::PgBouncerTransactionOneSession => DbPath::PgbouncerTransactionOneSession,
+        }
+    }
 }
 
 /// One replica of the scenario.

@@ -333,17 +333,8 @@ impl DockerServices {
                         .with_env_var("DB_USER", USER)
                         .with_env_var("DB_PASSWORD", password())
                         .with_env_var("DB_NAME", DATABASE)
-                        .with_env_var("POOL_MODE", mode.to_string())
-                        // Transaction mode: one server session for every client, the case the
-                        // spec warns about (POOL-1), so the hazard shows on every run.
-                        .with_env_var(
-                            "DEFAULT_POOL_SIZE",
-                            if mode == PoolMode::Transaction {
-                                "1"
-                            } else {
-                                "20"
-                            },
-                        )
+                        .with_env_var("POOL_MODE", mode.setting())
+                        .with_env_var("DEFAULT_POOL_SIZE", mode.pool_size().to_string())
                         .with_env_var("AUTH_TYPE", "scram-sha-256")
                         // After a server stop, PgBouncer refuses every login for this long
                         // (default 15 s, 75T at T = 200 ms): a replica restarted meanwhile

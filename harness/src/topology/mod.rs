@@ -113,7 +113,8 @@ pub const OBSERVER_APP: &str = "elector-harness-observer";
 /// How long [`Observer`] and the server verbs wait for PostgreSQL to accept connections.
 pub const READY_LIMIT: Duration = Duration::from_secs(30);
 
-/// A PgBouncer pool mode.
+/// A PgBouncer as the harness runs it: its pool mode and how many server sessions it keeps per
+/// database and user.
 #[derive(
     Clone,
     Copy,
@@ -131,8 +132,35 @@ pub const READY_LIMIT: Duration = Duration::from_secs(30);
 pub enum PoolMode {
     /// `pool_mode = session`: a client keeps one server connection.
     Session,
-    /// `pool_mode = transaction`: server connections are shared between transactions.
+    /// `pool_mode = transaction` at PgBouncer's default pool size (20 server sessions): server
+    /// sessions are handed to another client after every transaction. What users run.
     Transaction,
+    /// `pool_mode = transaction` with one server session: every client shares it, so a standby
+    /// always lands on the lock session (the narrow case: the hazard is certain).
+    #[serde(rename = "transaction-1")]
+    #[value(name = "transaction-1")]
+    TransactionOneSession,
+}
+
+impl PoolMode {
+    /// PgBouncer's own default `default_pool_size`.
+    pub const PGBOUNCER_DEFAULT_POOL_SIZE: u32 = 20;
+
+    /// PgBouncer's `pool_mode` setting.
+    pub fn setting(self) -> &'static str {
+        match self {
+            PoolMode::Session => "session",
+            PoolMode::Transaction | PoolMode::TransactionOneSession => "transaction",
+        }
+    }
+
+    /// PgBouncer's `default_pool_size` setting.
+    pub fn pool_size(self) -> u32 {
+        match self {
+            PoolMode::Session | PoolMode::Transaction => Self::PGBOUNCER_DEFAULT_POOL_SIZE,
+            PoolMode::TransactionOneSession => 1,
+        }
+    }
 }
 
 impl fmt::Display for PoolMode {
@@ -140,6 +168,7 @@ impl fmt::Display for PoolMode {
         f.write_str(match self {
             PoolMode::Session => "session",
             PoolMode::Transaction => "transaction",
+            PoolMode::TransactionOneSession => "transaction-1",
         })
     }
 }
@@ -156,9 +185,13 @@ pub enum ReplicaPath {
     /// Proxy → PgBouncer in session mode → PostgreSQL.
     #[value(name = "pgbouncer-session")]
     PgBouncerSession,
-    /// Proxy → PgBouncer in transaction mode → PostgreSQL.
+    /// Proxy → PgBouncer in transaction mode, at its default pool size → PostgreSQL.
     #[value(name = "pgbouncer-transaction")]
     PgBouncerTransaction,
+    /// Proxy → PgBouncer in transaction mode with one server session → PostgreSQL.
+    #[value(name = "pgbouncer-transaction-1")]
+    #[serde(rename = "pgbouncer-transaction-1")]
+    PgBouncerTransactionOneSession,
 }
 
 impl ReplicaPath {
@@ -168,6 +201,7 @@ impl ReplicaPath {
             ReplicaPath::Direct => None,
             ReplicaPath::PgBouncerSession => Some(PoolMode::Session),
             ReplicaPath::PgBouncerTransaction => Some(PoolMode::Transaction),
+            ReplicaPath::PgBouncerTransactionOneSession => Some(PoolMode::TransactionOneSession),
         }
     }
 
@@ -177,6 +211,7 @@ impl ReplicaPath {
             ReplicaPath::Direct => "direct",
             ReplicaPath::PgBouncerSession => "pgbouncer-session",
             ReplicaPath::PgBouncerTransaction => "pgbouncer-transaction",
+            ReplicaPath::PgBouncerTransactionOneSession => "pgbouncer-transaction-1",
         }
     }
 }
@@ -195,8 +230,12 @@ impl FromStr for ReplicaPath {
             "direct" => Ok(ReplicaPath::Direct),
             "pgbouncer-session" | "session" => Ok(ReplicaPath::PgBouncerSession),
             "pgbouncer-transaction" | "transaction" => Ok(ReplicaPath::PgBouncerTransaction),
+            "pgbouncer-transaction-1" | "transaction-1" => {
+                Ok(ReplicaPath::PgBouncerTransactionOneSession)
+            }
             other => Err(format!(
-                "unknown path {other:?}: expected direct, pgbouncer-session or pgbouncer-transaction"
+                "unknown path {other:?}: expected direct, pgbouncer-session, \
+                 pgbouncer-transaction or pgbouncer-transaction-1"
             )),
         }
     }
@@ -796,7 +835,11 @@ impl Topology {
             self.startup()
         );
         out.push_str(&format!("  postgres   {}\n", self.observer_dsn()));
-        for mode in [PoolMode::Session, PoolMode::Transaction] {
+        for mode in [
+            PoolMode::Session,
+            PoolMode::Transaction,
+            PoolMode::TransactionOneSession,
+        ] {
             if let Some(dsn) = self.pgbouncer_dsn(mode) {
                 out.push_str(&format!("  pgbouncer  {mode}: {dsn}\n"));
             }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::fault::{Verb, SERVER};
 use crate::scenario::file::TypedStep;
-use crate::scenario::model::{ReplicaDecl, Scenario, Span, Step};
+use crate::scenario::model::{invariants_for, ReplicaDecl, Scenario, Span, Step};
 use crate::scenario::run::Acted;
 use crate::snapshot::Story;
 
@@ -44,7 +44,7 @@ impl Incident {
             t: Some(Span::Abs(t)),
             tick: None,
             seed: None,
-            invariants: true,
+            invariants: invariants_for(&replicas),
             story: Story::Full,
             replicas,
             steps: Vec::new(),

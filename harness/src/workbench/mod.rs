@@ -102,11 +102,7 @@ impl UpArgs {
     fn replica_decls(&self) -> std::collections::BTreeMap<String, ReplicaDecl> {
         (0..self.replicas)
             .map(|i| {
-                let path = match self.paths.get(i).copied().unwrap_or_default() {
-                    ReplicaPath::Direct => DbPath::Direct,
-                    ReplicaPath::PgBouncerSession => DbPath::PgbouncerSession,
-                    ReplicaPath::PgBouncerTransaction => DbPath::PgbouncerTransaction,
-                };
+                let path = DbPath::from(self.paths.get(i).copied().unwrap_or_default());
                 let decl = ReplicaDecl {
                     path,
                     args: Vec::new(),

@@ -182,7 +182,7 @@ impl Watch {
             logs: &logs,
             bounds: self.bounds,
         };
-        let checks = check::scenario(&[], true, &[], &[], &facts);
+        let checks = check::scenario(&[], check::Invariants::All, &[], &[], &facts);
         for c in checks {
             let before = self.verdicts.insert(c.name.clone(), c.verdict);
             if c.verdict == Verdict::Invalid && before != Some(Verdict::Invalid) {

@@ -119,6 +119,7 @@ const WORDS: &[&str] = &[
     "direct",
     "pgbouncer-session",
     "pgbouncer-transaction",
+    "pgbouncer-transaction-1",
     "none",
     "full",
     "faults",
@@ -229,6 +230,7 @@ fn words_for(name: &str) -> &'static [&'static str] {
             "direct",
             "pgbouncer-session",
             "pgbouncer-transaction",
+            "pgbouncer-transaction-1",
             "none",
         ],
         "mode" => &["fail", "panic", "ok", "crash", "exit", "crash_loop"],
@@ -255,7 +257,12 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
                 .prop_map(|s| Value::String(s.to_owned()))
                 .boxed()
         }
-        "invariants" | "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
+        "invariants" => prop_oneof![
+            any::<bool>().prop_map(Value::Boolean),
+            Just(Value::String("safety".to_owned())),
+        ]
+        .boxed(),
+        "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
         "gauge_sum_reaches" | "lock_rows_at_most" | "work_rows" | "readyz" | "seed" => {
             prop_oneof![(0i64..600), any::<i64>()]
                 .prop_map(Value::Integer)

@@ -51,6 +51,7 @@ use toml::Spanned;
 
 use super::model::{ReplicaDecl, Scenario, Step, WaitFor};
 use crate::check::expect::Awaited;
+use crate::check::Invariants;
 use crate::fault::Verb;
 use crate::snapshot::Story;
 use crate::span::Span;
@@ -83,8 +84,8 @@ struct FileToml {
     tick: Option<Span>,
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    invariants: bool,
+    #[serde(default, skip_serializing_if = "is_all")]
+    invariants: Invariants,
     #[serde(default, skip_serializing_if = "is_full")]
     story: Story,
     replicas: Spanned<BTreeMap<Spanned<String>, ReplicaDecl>>,
@@ -94,12 +95,8 @@ struct FileToml {
     expect: Vec<Spanned<ExpectToml>>,
 }
 
-fn yes() -> bool {
-    true
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
+fn is_all(i: &Invariants) -> bool {
+    *i == Invariants::All
 }
 
 fn is_full(s: &Story) -> bool {

@@ -264,12 +264,15 @@ impl Reader {
 
     fn fault(&self, verb: Verb, raw: StepToml, name: Option<String>) -> Result<Step, Located> {
         let on_server = verb.subject() == Subject::Server;
+        // `kill-backend` on the server: the backend that holds the lock, whoever's it is.
+        let may_be_server = on_server || verb == Verb::KillBackend;
         let target = match raw.target {
             None if on_server => Target::Server,
             None => Target::Leader,
             Some(t) => {
                 let target = self.target(&t)?;
-                if on_server != (target == Target::Server) {
+                let is_server = target == Target::Server;
+                if (on_server && !is_server) || (is_server && !may_be_server) {
                     let on = if on_server { "the server" } else { "a replica" };
                     return at(
                         t.span(),
@@ -391,8 +394,9 @@ impl Reader {
                 after,
             }
         } else {
-            let Some(replica @ (Who::Replica(_) | Who::Named(_))) = replica else {
-                let message = "a `log` expectation names one replica (its name or an `as` name)";
+            let Some(replica @ (Who::Replica(_) | Who::Named(_) | Who::Any)) = replica else {
+                let message = "a `log` expectation names one replica (its name or an `as` name) \
+                               or `any`";
                 return at(clause_span, message.into());
             };
             Expect::Log {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::word::words;
 use crate::check::expect::{Awaited, Expect, Expectation, Who};
+use crate::check::Invariants;
 use crate::event::EventKind;
 use crate::fault::{Subject, Verb};
 use crate::replica::control::{LoopMode, WorkerMode};
@@ -153,7 +154,7 @@ impl Gen {
             t: self.maybe(Self::span),
             tick: self.maybe(Self::span),
             seed: self.rng.bool().then(|| self.rng.u64(..=i64::MAX as u64)),
-            invariants: self.rng.bool(),
+            invariants: self.pick(&[Invariants::All, Invariants::Safety, Invariants::None]),
             story: self.pick(&all::<Story>()),
             replicas,
             steps,
@@ -211,6 +212,7 @@ impl Gen {
         let verb = self.pick(&all::<Verb>());
         let target = match verb.subject() {
             Subject::Server => Target::Server,
+            Subject::Backend if self.rng.bool() => Target::Server,
             _ => self.target(),
         };
         let latency = (verb == Verb::Latency).then(|| Latency {

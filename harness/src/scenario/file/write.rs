@@ -6,6 +6,7 @@ use toml::Spanned;
 use super::word::Word;
 use super::{ControlToml, ExpectToml, FileToml, StepToml};
 use crate::check::expect::{Expect, Expectation, Who};
+use crate::fault::Subject;
 use crate::scenario::model::{word, Control, Scenario, Step, Target};
 
 /// A value as written; where it stood is of no use to a file being written.
@@ -51,7 +52,7 @@ fn step(step: &Step) -> StepToml {
             ..
         } => {
             raw.fault = Some(Word(*verb));
-            raw.target = target_word(target);
+            raw.target = target_word(target, verb.subject() == Subject::Server);
             raw.latency = latency.map(|l| l.delay);
             raw.jitter = latency.and_then(|l| l.jitter);
         }
@@ -60,7 +61,7 @@ fn step(step: &Step) -> StepToml {
             command, target, ..
         } => {
             raw.control = Some(spanned(control(command)));
-            raw.target = target_word(target);
+            raw.target = target_word(target, false);
         }
         Step::Sql { sql, hold, .. } => {
             raw.sql = Some(sql.clone());
@@ -71,8 +72,8 @@ fn step(step: &Step) -> StepToml {
 }
 
 /// A target as written; the server verbs' target goes without saying.
-fn target_word(target: &Target) -> Option<Spanned<String>> {
-    (*target != Target::Server).then(|| spanned(target.word().to_owned()))
+fn target_word(target: &Target, server_verb: bool) -> Option<Spanned<String>> {
+    (*target != Target::Server || !server_verb).then(|| spanned(target.word().to_owned()))
 }
 
 fn control(command: &Control) -> ControlToml {

@@ -17,7 +17,7 @@ use crate::replica::{ReplicaProcess, ReplicaSpec};
 use crate::report::evidence::Evidence;
 use crate::scenario::model::{DbPath, Scenario};
 use crate::timeline::{Entry, Timeline, What};
-use crate::topology::{Observer, ReplicaPath, Topology, TopologyConfig};
+use crate::topology::{Observer, Topology, TopologyConfig};
 
 /// The running system of one scenario.
 pub(super) struct Stage {
@@ -36,15 +36,6 @@ struct DbClock {
     /// The server's epoch seconds when the run's clock read `offset_ms`.
     epoch0: f64,
     offset_ms: f64,
-}
-
-fn path_of(p: DbPath) -> Option<ReplicaPath> {
-    match p {
-        DbPath::Direct => Some(ReplicaPath::Direct),
-        DbPath::PgbouncerSession => Some(ReplicaPath::PgBouncerSession),
-        DbPath::PgbouncerTransaction => Some(ReplicaPath::PgBouncerTransaction),
-        DbPath::None => None,
-    }
 }
 
 /// A free TCP port on loopback for a replica's HTTP server, so it keeps its URL across restarts.
@@ -66,7 +57,10 @@ impl Stage {
         evidence: &Evidence,
     ) -> anyhow::Result<Stage> {
         let (t, tick) = clock;
-        let paths = scenario.replicas.values().filter_map(|d| path_of(d.path));
+        let paths = scenario
+            .replicas
+            .values()
+            .filter_map(|d| d.path.replica_path());
         let config = config
             .for_paths(paths.collect::<Vec<_>>())
             .proxies(scenario.replicas.len());
@@ -160,7 +154,7 @@ async fn specs(
         spec.http = Some(format!("127.0.0.1:{port}"));
         spec.extra_args = decl.args.clone();
         spec.stderr_log = Some(evidence.replica_log(name));
-        if let Some(path) = path_of(decl.path) {
+        if let Some(path) = DbPath::replica_path(decl.path) {
             spec.dsn = Some(topology.add_proxy(name, path).await?.dsn());
         }
         targets.push(Target {
