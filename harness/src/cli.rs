@@ -30,6 +30,9 @@ pub enum Command {
     /// faults from `harness fault` / `harness heal` until Ctrl-C, then writes the evidence and a
     /// scenario file of what was done.
     Up(crate::workbench::UpArgs),
+    /// Prints from which level of the replica contract (docs/replica-contract.md) each clause
+    /// is decided, and by which checks, as a Markdown table.
+    Contract(crate::decidable::ContractArgs),
     /// Applies a fault on the running `harness up`: the verbs and targets of scenario files.
     Fault(crate::workbench::control::FaultArgs),
     /// Lifts faults on the running `harness up`: one by name, every one on a target, or all.
@@ -58,6 +61,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => crate::suite::main(args).await,
             Command::Chaos(args) => crate::chaos::main(args).await,
             Command::Up(args) => crate::workbench::up(args).await,
+            Command::Contract(args) => crate::decidable::print(&args),
             Command::Fault(args) => crate::workbench::control::fault(args).await,
             Command::Heal(args) => crate::workbench::control::heal(args).await,
             Command::Reap(args) => crate::workbench::reaper::reap(args).await,

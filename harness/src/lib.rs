@@ -3,7 +3,8 @@
 //! | concern | module |
 //! |---|---|
 //! | the replica event stream (contract between replica and observers) | [`event`] |
-//! | the replica process (elector, supervisor, loops, HTTP, events) | [`replica`] |
+//! | the replica contract's levels: what a replica program lets the harness observe | [`level`] |
+//! | the replica process (elector, supervisor, loops, HTTP, events), and any program the contract fits | [`replica`] |
 //! | scenario files, their typed model, and the runner | [`scenario`] |
 //! | durations in units of T | [`span`] |
 //! | services: PostgreSQL, PgBouncer, Toxiproxy (Docker or local processes) | [`topology`] |
@@ -11,6 +12,7 @@
 //! | samplers of gauges, pg_locks and readiness | [`observe`] |
 //! | the run's history | [`timeline`] |
 //! | invariants and expectations | [`check`] |
+//! | how each clause is decided, from which contract level | [`decidable`] |
 //! | the conformance report and each run's evidence | [`report`] |
 //! | the command line, and its flags' values and limits | [`cli`], [`flags`] |
 //! | `harness up`, the incident workbench: live timeline, typed faults, recorded incident | [`workbench`] |
@@ -23,9 +25,11 @@ pub mod chaos;
 pub mod check;
 pub mod clauses;
 pub mod cli;
+pub mod decidable;
 pub mod event;
 pub mod fault;
 pub mod flags;
+pub mod level;
 pub mod observe;
 pub mod replica;
 pub mod report;

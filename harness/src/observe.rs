@@ -36,19 +36,25 @@ pub struct Latest {
     pub locks_at: Option<tokio::time::Instant>,
     /// See `gauges_at`.
     pub ready_at: Option<tokio::time::Instant>,
+    /// Whether the replicas are asked over HTTP at all (a level-0 program serves nothing:
+    /// then pg_locks alone says who leads).
+    pub http: bool,
 }
 
 impl Latest {
     /// Whether every sample was taken after `since` (a wait never decides on old samples).
     pub fn fresh_since(&self, since: tokio::time::Instant) -> bool {
-        [self.gauges_at, self.locks_at, self.ready_at]
-            .iter()
-            .all(|t| t.is_some_and(|t| t > since))
+        let fresh = |t: Option<tokio::time::Instant>| t.is_some_and(|t| t > since);
+        fresh(self.locks_at) && (!self.http || (fresh(self.gauges_at) && fresh(self.ready_at)))
     }
 
-    /// The one replica that leads by both the gauge and pg_locks, if they agree.
+    /// The one replica that leads by both the gauge and pg_locks, if they agree (by pg_locks
+    /// alone when the replicas serve no gauge).
     pub fn agreed_leader(&self) -> Option<String> {
         let holder = self.lock_holder.clone()?;
+        if !self.http {
+            return (self.lock_rows == 1).then_some(holder);
+        }
         let by_gauge: Vec<&String> = self
             .gauges
             .iter()
@@ -114,24 +120,27 @@ async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
         .text()
         .await
         .ok()?;
-    text.lines()
-        .find(|l| l.starts_with(testkit::spec::GAUGE))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as i64)
+    crate::replica::handle::gauge_value(&text, testkit::spec::GAUGE)
+        .ok()
+        .flatten()
 }
 
 impl Samplers {
-    /// Starts sampling gauges and pg_locks every `every`, and readiness every `ready_every`.
+    /// Starts sampling pg_locks every `every` and, when `http` (the replicas serve `/metrics`
+    /// and `/readyz`: contract level 1 or more), gauges every `every` and readiness every
+    /// `ready_every`.
     pub fn start(
         timeline: &Timeline,
         observer: Arc<Observer>,
         targets: Vec<Target>,
-        every: Duration,
-        ready_every: Duration,
+        (every, ready_every): (Duration, Duration),
+        http: bool,
     ) -> Samplers {
         let token = CancellationToken::new();
-        let (tx, latest) = watch::channel(Latest::default());
+        let (tx, latest) = watch::channel(Latest {
+            http,
+            ..Latest::default()
+        });
         let tx = Arc::new(tx);
         let mut tasks = JoinSet::new();
         // One poller per replica keeps its last answer; a frozen or dead replica answers
@@ -142,6 +151,19 @@ impl Samplers {
             .timeout(stale)
             .build()
             .expect("HTTP client");
+        let locks = Sink {
+            timeline: timeline.clone(),
+            token: token.clone(),
+            tx: tx.clone(),
+        };
+        tasks.spawn(sample_locks(locks, observer, every));
+        if !http {
+            return Samplers {
+                token,
+                tasks,
+                latest,
+            };
+        }
         let last: Arc<std::sync::Mutex<LastGauges>> = Arc::default();
         for r in targets.clone() {
             let (tok, c, last) = (token.clone(), client.clone(), last.clone());
@@ -153,12 +175,6 @@ impl Samplers {
             tx: tx.clone(),
         };
         tasks.spawn(combine_gauges(gauges, targets.clone(), last, every, stale));
-        let locks = Sink {
-            timeline: timeline.clone(),
-            token: token.clone(),
-            tx: tx.clone(),
-        };
-        tasks.spawn(sample_locks(locks, observer, every));
         let ready = Sink {
             timeline: timeline.clone(),
             token: token.clone(),

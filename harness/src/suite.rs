@@ -47,6 +47,15 @@ pub struct RunArgs {
     /// Images (default: `ELECTOR_*_IMAGE`, else upstream).
     #[command(flatten)]
     pub images: crate::topology::images::ImageArgs,
+    /// The replica program (default: the harness's own replica).
+    #[command(flatten)]
+    pub program: crate::replica::program::ProgramArgs,
+    /// Compares implementations: runs every scenario with each and writes one report.html with
+    /// a column per implementation (each one's own report in `<out>/<NAME>/`). Repeat it:
+    /// `ours` (the harness's own replica), `NAME=CMD` (a program at level 1) or
+    /// `NAME:LEVEL=CMD`.
+    #[arg(long = "impl", value_name = "IMPL", conflicts_with = "replica_cmd")]
+    pub implementations: Vec<String>,
 }
 
 impl RunArgs {
@@ -68,23 +77,31 @@ impl RunArgs {
 
 /// Finds the scenario files named on the command line (or all of them), validated.
 pub fn load(args: &RunArgs) -> anyhow::Result<Vec<Scenario>> {
-    let mut files: Vec<PathBuf> = if args.scenarios.is_empty() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&args.scenarios_dir)
-            .with_context(|| format!("reading {}", args.scenarios_dir.display()))?
+    load_from(&args.scenarios, &args.scenarios_dir)
+}
+
+/// The scenario files `names` (names in `dir`, or paths; all of `dir`'s when empty), validated.
+///
+/// # Errors
+/// A file cannot be read or is not a valid scenario, or there is none.
+pub fn load_from(names: &[String], dir: &Path) -> anyhow::Result<Vec<Scenario>> {
+    let mut files: Vec<PathBuf> = if names.is_empty() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "toml") && !p.ends_with("Cargo.toml"))
             .collect();
         v.sort();
         v
     } else {
-        args.scenarios
+        names
             .iter()
             .map(|s| {
                 let p = PathBuf::from(s);
                 if p.exists() {
                     p
                 } else {
-                    args.scenarios_dir.join(format!("{s}.toml"))
+                    dir.join(format!("{s}.toml"))
                 }
             })
             .collect()
@@ -102,7 +119,7 @@ pub fn load(args: &RunArgs) -> anyhow::Result<Vec<Scenario>> {
         bail!("invalid scenario file(s):\n  {}", errors.join("\n  "));
     }
     if out.is_empty() {
-        bail!("no scenario files in {}", args.scenarios_dir.display());
+        bail!("no scenario files in {}", dir.display());
     }
     Ok(out)
 }
@@ -152,6 +169,7 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
                 "passed".into()
             },
             measures: Vec::new(),
+            needs: None,
         });
     }
     Ok(Source {
@@ -160,6 +178,32 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
         checks,
         evidence: None,
     })
+}
+
+/// For another program than the harness's own replica: the clauses the elector's tests decide,
+/// not run (an in-process test decides them for the Rust crate only), so that a clause no
+/// scenario can decide says why.
+fn in_process_only() -> Source {
+    let mut ids: Vec<String> = (elector_test_clauses().into_iter())
+        .flat_map(|(_, ids)| ids)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let check = Check {
+        needs: Some(crate::level::Need::InProcess),
+        ..Check::new(
+            "in-process tests",
+            &[],
+            Verdict::Unknown,
+            "not run: the elector's own tests decide these on the Rust crate only".into(),
+        )
+    };
+    Source {
+        name: "elector tests (in-process)".into(),
+        seconds: 0.0,
+        checks: vec![check.with_clauses(&ids)],
+        evidence: None,
+    }
 }
 
 /// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
@@ -229,11 +273,14 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     let images = Images::from(&args.images);
     let binary = std::env::current_exe().context("locating the harness binary")?;
+    if !args.implementations.is_empty() {
+        return compare(&args, &scenarios, seed, &binary).await;
+    }
     let opts = RunOptions {
         t: args.t,
         seed,
         out: args.out.clone(),
-        binary,
+        program: args.program.program(binary)?,
         images,
         slack: args.slack,
         repeat: 1,
@@ -255,6 +302,9 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(junit) = &args.elector_junit {
         sources.push(elector_tests(junit)?);
     }
+    if !opts.program.is_ours() {
+        sources.push(in_process_only());
+    }
     sources.extend(run_all(&scenarios, &opts, repeat).await);
     let report = Report::new(
         args.t.as_millis() as u64,
@@ -267,6 +317,70 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     println!("{}", report.summary_line());
     println!("report: {}", args.out.join("report.md").display());
     Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `harness run --impl ...`: the scenarios with each implementation in turn, each report in
+/// `<out>/<name>/`, and the comparison in `<out>/`.
+async fn compare(
+    args: &RunArgs,
+    scenarios: &[Scenario],
+    seed: u64,
+    binary: &Path,
+) -> anyhow::Result<ExitCode> {
+    use crate::replica::program::Implementation;
+    use crate::report::compare::{self, Comparison};
+    let impls: Vec<Implementation> = (args.implementations.iter())
+        .map(|text| Implementation::parse(text, binary))
+        .collect::<anyhow::Result<_>>()?;
+    let mut names: Vec<&str> = impls.iter().map(|i| i.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        bail!("--impl {}: two implementations of one name", w[0]);
+    }
+    let mut implementations = Vec::new();
+    for i in impls {
+        eprintln!("harness run: {} ({})", i.name, i.program.summary());
+        let opts = RunOptions {
+            t: args.t,
+            seed,
+            out: args.out.join(&i.name),
+            program: i.program.clone(),
+            images: Images::from(&args.images),
+            slack: args.slack,
+            repeat: 1,
+        };
+        let began = Instant::now();
+        let mut sources = Vec::new();
+        match (&args.elector_junit, i.program.is_ours()) {
+            // The elector's tests decide the in-process clauses of the Rust crate only.
+            (Some(junit), true) => sources.push(elector_tests(junit)?),
+            (_, false) => sources.push(in_process_only()),
+            (None, true) => {}
+        }
+        sources.extend(run_all(scenarios, &opts, usize::from(args.repeat)).await);
+        let report = Report::new(
+            args.t.as_millis() as u64,
+            seed,
+            began.elapsed().as_secs_f64(),
+            sources,
+        );
+        implementations.push(compare::Implementation {
+            name: i.name,
+            program: i.program.summary(),
+            report,
+        });
+    }
+    let comparison = Comparison { implementations };
+    comparison.write(&args.out)?;
+    for line in comparison.summary_lines() {
+        println!("{line}");
+    }
+    println!("report: {}", args.out.join("report.html").display());
+    Ok(if comparison.failed() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -302,7 +416,13 @@ async fn run_all(scenarios: &[Scenario], opts: &RunOptions, repeat: usize) -> Ve
         bar.println(format!(
             "{:<40} {} ({:.1} s)",
             source.name,
-            if source.passed() { "pass" } else { "FAIL" },
+            if source.not_run() {
+                "not-run"
+            } else if source.passed() {
+                "pass"
+            } else {
+                "FAIL"
+            },
             source.seconds
         ));
         sources.push(source);
@@ -311,8 +431,28 @@ async fn run_all(scenarios: &[Scenario], opts: &RunOptions, repeat: usize) -> Ve
     sources
 }
 
-/// Runs one scenario once; a run that could not complete is a failed check of its clauses.
+/// Runs one scenario once; a run that could not complete is a failed check of its clauses. A
+/// scenario whose steps the replica program cannot play is not run: its clauses say what it
+/// would need.
 async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
+    let (level, ours) = (opts.program.level(), opts.program.is_ours());
+    if let Some(need) = s.needs().filter(|n| !n.met_by(level, ours)) {
+        return Source {
+            name: s.name.clone(),
+            seconds: 0.0,
+            checks: vec![Check {
+                needs: Some(need),
+                ..Check::new(
+                    "scenario ran",
+                    &[],
+                    Verdict::Unknown,
+                    format!("not run: its steps need {need}; the program is at {level}"),
+                )
+            }
+            .with_clauses(&s.clauses)],
+            evidence: None,
+        };
+    }
     match run::run(s, opts).await {
         Ok(outcome) => outcome.source,
         Err(e) => Source {
@@ -325,6 +465,7 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
                 figures: Default::default(),
                 message: format!("{e:#}"),
                 measures: Vec::new(),
+                needs: None,
             }],
             evidence: Some(opts.evidence_dir(&s.name)),
         },
@@ -469,9 +610,8 @@ fn print_summary(report: &Report) {
         table.add_row(vec![
             c.id.clone(),
             match c.verdict {
-                ClauseVerdict::Pass => "pass".into(),
                 ClauseVerdict::Fail => "FAIL".into(),
-                ClauseVerdict::NotRun => "not-run".into(),
+                _ => c.verdict_text(),
             },
             decided_by(c.scenario.as_deref().unwrap_or_default()),
             figures,
@@ -526,6 +666,7 @@ mod tests {
                 figures: [("demoted after".to_owned(), figure.to_owned())].into(),
                 message: "ok".into(),
                 measures: Vec::new(),
+                needs: None,
             }],
             evidence: None,
         }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use harness::chaos::{run_seed, schedule::Params};
+use harness::replica::program::Program;
 use harness::scenario::model::DbPath;
 use harness::scenario::run::RunOptions;
 use rstest::rstest;
@@ -33,7 +34,7 @@ async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath]) {
         t: T,
         seed,
         out,
-        binary: PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness")),
+        program: Program::Ours(PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness"))),
         images: harness::topology::Images::from_env(),
         slack: SLACK,
         repeat: 1,
@@ -44,6 +45,7 @@ async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath]) {
         replicas: 3,
         paths: paths.to_vec(),
         t: T,
+        ours: true,
     };
     let run = run_seed(&params, &opts)
         .await

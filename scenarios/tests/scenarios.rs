@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use harness::check::Verdict;
+use harness::replica::program::Program;
 use harness::scenario::run::{run, RunOptions};
 use harness::scenario::Scenario;
 use rstest::rstest;
@@ -27,7 +28,7 @@ async fn scenario(
         t: T,
         seed: SEED,
         out: out.clone(),
-        binary: PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness")),
+        program: Program::Ours(PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness"))),
         images: harness::topology::Images::from_env(),
         slack: SLACK,
         repeat: 1,

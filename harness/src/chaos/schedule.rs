@@ -51,6 +51,10 @@ pub struct Params {
     pub paths: Vec<DbPath>,
     /// The check interval T.
     pub t: Duration,
+    /// Whether the replicas run the harness's own replica. Another program takes no replica
+    /// flags and has no `/control`: its schedules strike with the network, database and
+    /// process verbs only (no worker faults).
+    pub ours: bool,
 }
 
 /// One strike of a round.
@@ -126,6 +130,7 @@ pub fn draw(p: &Params) -> Scenario {
         expect: Vec::new(),
         planned_t: 0.0,
         pooled: None,
+        ours: p.ours,
     };
     let replicas = replicas(p);
     if invariants_for(&replicas) == Invariants::Safety {
@@ -186,7 +191,7 @@ fn replicas(p: &Params) -> BTreeMap<String, ReplicaDecl> {
             .to_vec();
             let decl = ReplicaDecl {
                 path: path.unwrap_or_default(),
-                args,
+                args: if p.ours { args } else { Vec::new() },
             };
             (format!("r{i}"), decl)
         })
@@ -203,9 +208,19 @@ struct Drawer {
     /// The replicas' names when one goes through a transaction-mode pooler: the schedule then
     /// owes no liveness (see the module's docs).
     pooled: Option<Vec<String>>,
+    /// Whether worker faults can be struck (the harness's own replica).
+    ours: bool,
 }
 
 impl Drawer {
+    /// `strikes` without the worker faults when the program is not the harness's own.
+    fn only_reachable(&self, strikes: Vec<Strike>) -> Vec<Strike> {
+        let ours = self.ours;
+        (strikes.into_iter())
+            .filter(|s| ours || matches!(s, Strike::Fault(..)))
+            .collect()
+    }
+
     /// A multiple of 0.25T in `lo..=hi` (in T).
     fn quarter(&mut self, lo: f64, hi: f64) -> f64 {
         let steps = ((hi - lo) * 4.0).round() as u32;
@@ -295,13 +310,13 @@ impl Drawer {
     fn round(&mut self, n: usize) {
         self.wait(WaitFor::Leader, 10.0, None);
         let first = format!("r{n}-leader");
-        let a = self.pick(&first_strikes());
+        let a = self.pick(&self.only_reachable(first_strikes()));
         self.strike(&a, Target::Leader, &first);
         let mut struck = vec![(a.clone(), first.clone())];
         let combines = matches!(&a, Strike::Fault(v, _) if v.subject() == Subject::Link);
         let second = if self.rng.u8(0..3) == 0 {
             let again = combines && self.rng.bool();
-            let b = self.pick(&second_strikes());
+            let b = self.pick(&self.only_reachable(second_strikes()));
             let (target, name) = if again {
                 (Target::Named(first.clone()), format!("r{n}-again"))
             } else {
@@ -375,6 +390,7 @@ mod tests {
             replicas: 3,
             paths: vec![DbPath::Direct, DbPath::PgbouncerSession],
             t: Duration::from_millis(200),
+            ours: true,
         }
     }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::{in_t, t_of, Bounds, Check, Measure, Unit, Verdict, Window, WorkRow};
 use crate::event::EventKind;
+use crate::level::Level;
 use crate::span::Span;
 use crate::timeline::{Entry, Mark, Marks, What};
 
@@ -124,6 +125,33 @@ pub enum Expect {
     },
 }
 
+impl Expect {
+    /// The contract level whose observations decide it: pg_locks and the logs are there at
+    /// level 0, the gauge and `/readyz`'s status at 1, `leader_work` at 2, and the events and
+    /// `/readyz`'s named checks (the event stream's companion) at 3. Two events are also seen
+    /// from outside: `acquired` in pg_locks (level 0), `demoted` in the gauge (level 1).
+    pub fn needs(&self) -> Level {
+        match self {
+            Expect::Event {
+                awaited: Awaited::Event(EventKind::Acquired),
+                ..
+            } => Level::Process,
+            Expect::Event {
+                awaited: Awaited::Event(EventKind::Demoted),
+                ..
+            } => Level::Metrics,
+            Expect::Event {
+                awaited: Awaited::Event(_),
+                ..
+            }
+            | Expect::ReadyzSays { .. } => Level::Events,
+            Expect::Event { .. } | Expect::LockRowsAtMost(_) | Expect::Log { .. } => Level::Process,
+            Expect::GaugeSumReaches(_) | Expect::Readyz { .. } => Level::Metrics,
+            Expect::WorkRows(_) => Level::Work,
+        }
+    }
+}
+
 /// A replica's log, as the run's evidence holds it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplicaLog {
@@ -186,10 +214,17 @@ impl<'a> Origin<'a> {
     }
 }
 
-/// Decides one expectation.
+/// Decides one expectation with every observation at hand (the event stream included).
 pub fn decide(ex: &Expectation, facts: &Facts) -> Check {
+    decide_at(ex, facts, Level::Events)
+}
+
+/// Decides one expectation with what a program at `level` shows: below level 3, `acquired`
+/// is seen in pg_locks and `demoted` in the gauge, each with its sampling error allowed (see
+/// [`seen_from_outside`]).
+pub fn decide_at(ex: &Expectation, facts: &Facts, level: Level) -> Check {
     let mut c = match &ex.expect {
-        Expect::Event { .. } => event(&ex.expect, facts),
+        Expect::Event { .. } => event(&ex.expect, facts, level),
         Expect::GaugeSumReaches(n) => gauge_sum_reaches(*n, facts.entries),
         Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
         Expect::WorkRows(n) => work_rows(*n, facts.rows),
@@ -217,6 +252,7 @@ fn check(name: String, verdict: Verdict, message: String) -> Check {
         figures: BTreeMap::new(),
         message,
         measures: Vec::new(),
+        needs: None,
     }
 }
 
@@ -224,7 +260,7 @@ fn ms(span: &Option<Span>, b: &Bounds) -> Option<f64> {
     span.map(|s| s.at(b.t).as_secs_f64() * 1000.0)
 }
 
-fn event(expect: &Expect, facts: &Facts) -> Check {
+fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
     let Expect::Event {
         awaited,
         replica,
@@ -246,13 +282,29 @@ fn event(expect: &Expect, facts: &Facts) -> Check {
         "{}{awaited} by {replica}{label_after}",
         if *absent { "no " } else { "" }
     );
-    let found = facts
-        .entries
-        .iter()
-        .find(|e| e.t_ms >= from.search_ms && observed(e, *awaited, replica, &from, facts.marks));
-    let delay = found.map(|e| (e.t_ms - from.from_ms).max(0.0));
+    let outside = match awaited {
+        Awaited::Event(kind @ (EventKind::Acquired | EventKind::Demoted))
+            if level < Level::Events =>
+        {
+            Some(*kind)
+        }
+        _ => None,
+    };
+    // (when it was seen, how late that can be against the moment it happened)
+    let found: Option<(f64, f64)> = match outside {
+        Some(kind) => seen_from_outside(kind, replica, &from, facts),
+        None => (facts.entries.iter())
+            .find(|e| {
+                e.t_ms >= from.search_ms && observed(e, *awaited, replica, &from, facts.marks)
+            })
+            .map(|e| (e.t_ms, 0.0)),
+    };
+    let delay = found.map(|(at, _)| (at - from.from_ms).max(0.0));
+    // Seen late by at most the sampling error: an upper bound allows it; a lower bound and an
+    // absence need none (what is seen late happened no later).
+    let error_ms = found.map_or(0.0, |(_, e)| if *absent { 0.0 } else { e });
     let slack_ms = b.slack.as_secs_f64() * 1000.0;
-    let in_window = |d: f64| ms(within, b).is_none_or(|w| d <= w + slack_ms);
+    let in_window = |d: f64| ms(within, b).is_none_or(|w| d <= w + slack_ms + error_ms);
     let verdict = match (absent, delay) {
         (true, Some(d)) if in_window(d) => Verdict::Invalid,
         (true, _) => Verdict::Valid,
@@ -280,9 +332,20 @@ fn event(expect: &Expect, facts: &Facts) -> Check {
         ),
         None => format!("no {awaited} by {replica}{label_after}"),
     };
+    let message = match outside {
+        Some(_) if error_ms > 0.0 => format!(
+            "{message}; seen from outside (sampling error up to {} allowed)",
+            in_t(error_ms, b.t)
+        ),
+        _ => message,
+    };
     let mut c = check(name, verdict, message);
     if let Some(d) = delay {
         c.figures.insert(format!("{awaited} after"), in_t(d, b.t));
+    }
+    if outside.is_some() {
+        c.figures
+            .insert("sampling error".into(), in_t(error_ms, b.t));
     }
     let what = format!(
         "{awaited} after {}",
@@ -292,6 +355,7 @@ fn event(expect: &Expect, facts: &Facts) -> Check {
         what: &what,
         from_ms: from.from_ms,
         delay_ms: delay,
+        error_ms,
         b,
     };
     c.with_measures(bounds.measures(ms(within, b), ms(not_before, b), *absent))
@@ -303,6 +367,8 @@ struct Delay<'a> {
     from_ms: f64,
     /// `None`: the event never came.
     delay_ms: Option<f64>,
+    /// How late the event may have been seen (sampled from outside), allowed on an upper bound.
+    error_ms: f64,
     b: &'a Bounds,
 }
 
@@ -311,8 +377,9 @@ impl Delay<'_> {
     /// when the event must be `absent` within it), `not_before` a lower one.
     fn measures(&self, within: Option<f64>, not_before: Option<f64>, absent: bool) -> Vec<Measure> {
         let slack = t_of(self.b.slack.as_secs_f64() * 1000.0, self.b.t);
+        let error = t_of(self.error_ms, self.b.t);
         let upper = within.map(|w| match absent {
-            false => self.measure(Measure::at_most, w).with_slack(slack),
+            false => self.measure(Measure::at_most, w).with_slack(slack + error),
             true => self.measure(Measure::at_least, w).with_slack(-slack),
         });
         let lower = not_before.map(|nb| self.measure(Measure::at_least, nb).with_slack(slack));
@@ -332,6 +399,48 @@ impl Delay<'_> {
             at_ms: self.delay_ms.map(|d| self.from_ms + d),
         })
     }
+}
+
+/// When a program without the event stream is first seen to have `acquired` (a pg_locks sample
+/// shows a replica that `who` names holding the lock, which the previous sample did not) or
+/// `demoted` (its gauge answers 0 after its last answer was 1) since the origin; with the
+/// sampling error, the time since the previous sample of the same kind: the change happened
+/// between the two, so it was seen at most that late.
+fn seen_from_outside(
+    kind: EventKind,
+    who: &Who,
+    from: &Origin,
+    facts: &Facts,
+) -> Option<(f64, f64)> {
+    let (mut holders, mut locks_ms): (Vec<&String>, Option<f64>) = (Vec::new(), None);
+    let mut last_gauge: BTreeMap<&String, (i64, f64)> = BTreeMap::new();
+    for e in facts.entries {
+        let due = e.t_ms >= from.search_ms;
+        match (kind, &e.what) {
+            (EventKind::Acquired, What::Locks { rows }) => {
+                let now: Vec<&String> = rows.iter().filter(|r| r.1).map(|r| &r.2).collect();
+                let new = (now.iter())
+                    .find(|h| !holders.contains(h) && from.matches(who, facts.marks, h));
+                if let (true, Some(_)) = (due, new) {
+                    return Some((e.t_ms, e.t_ms - locks_ms.unwrap_or(e.t_ms)));
+                }
+                (holders, locks_ms) = (now, Some(e.t_ms));
+            }
+            (EventKind::Demoted, What::Gauges { values, asked_ms }) => {
+                for (r, v) in values {
+                    let Some(v) = *v else { continue };
+                    if let Some((1, asked_before)) = last_gauge.get(r).copied() {
+                        if due && v == 0 && from.matches(who, facts.marks, r) {
+                            return Some((e.t_ms, e.t_ms - asked_before));
+                        }
+                    }
+                    last_gauge.insert(r, (v, asked_ms.unwrap_or(e.t_ms)));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Whether entry `e` is what an event expectation awaits.
@@ -551,6 +660,121 @@ mod tests {
                 absent,
             },
         }
+    }
+
+    fn gauges(at: f64, asked: f64, a: Option<i64>, b: Option<i64>) -> Entry {
+        Entry {
+            t_ms: at,
+            what: What::Gauges {
+                values: [("a".to_owned(), a), ("b".to_owned(), b)].into(),
+                asked_ms: Some(asked),
+            },
+        }
+    }
+
+    fn locks(at: f64, holder: &str) -> Entry {
+        Entry {
+            t_ms: at,
+            what: What::Locks {
+                rows: vec![(7, true, holder.to_owned())],
+            },
+        }
+    }
+
+    fn cut_at_100() -> Marks {
+        [(
+            "cut".to_owned(),
+            Mark {
+                target: "a".into(),
+                at_ms: 100.0,
+                began_ms: 90.0,
+            },
+        )]
+        .into()
+    }
+
+    #[test]
+    fn without_events_a_demotion_is_seen_in_the_gauge_with_its_sampling_error_allowed() {
+        let marks = cut_at_100();
+        let logs = BTreeMap::new();
+        // a answers 1 (asked at 360), then 0 at 400: it demoted between 360 and 400 ms.
+        let entries = [
+            gauges(80.0, 75.0, Some(1), Some(0)),
+            gauges(380.0, 360.0, Some(1), Some(0)),
+            gauges(400.0, 390.0, Some(0), Some(0)),
+        ];
+        let f = facts(&entries, &marks, &logs);
+        let cut = || Who::Named("cut".into());
+        let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["demoted after"], "1.50T");
+        assert_eq!(c.figures["sampling error"], "0.20T", "400 - 360 ms");
+        assert!(c.message.contains("seen from outside"), "{c:?}");
+        // 1.5T seen, bound 1.2T + slack 0.2T + error 0.2T: inside only thanks to the error.
+        let c = decide_at(&demoted("1.2T", cut(), false), &f, Level::Metrics);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        let c = decide_at(&demoted("1T", cut(), false), &f, Level::Metrics);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        // b never answered 1: a 0 is no demotion. The event stream, asked for, has none.
+        let c = decide_at(&demoted("2T", Who::Other, false), &f, Level::Metrics);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        let c = decide(&demoted("2T", cut(), false), &f);
+        assert_eq!(
+            c.verdict,
+            Verdict::Invalid,
+            "level 3 reads events only: {c:?}"
+        );
+        // An unreachable replica (None) has not demoted.
+        let frozen = [
+            gauges(80.0, 75.0, Some(1), Some(0)),
+            gauges(400.0, 390.0, None, Some(0)),
+        ];
+        let f = facts(&frozen, &marks, &logs);
+        let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    #[test]
+    fn without_events_an_acquisition_is_a_new_holder_in_pg_locks() {
+        let marks = cut_at_100();
+        let logs = BTreeMap::new();
+        let entries = [
+            locks(80.0, "a"),
+            locks(300.0, "a"),
+            locks(500.0, "b"),
+            locks(520.0, "b"),
+        ];
+        let f = facts(&entries, &marks, &logs);
+        let acquired = |who: Who, within: &str| Expectation {
+            clause: "ORPH-2".into(),
+            expect: Expect::Event {
+                awaited: Awaited::Event(EventKind::Acquired),
+                replica: who,
+                after: Some("cut".into()),
+                within: Some(Span::parse(within).unwrap()),
+                not_before: None,
+                absent: false,
+            },
+        };
+        let c = decide_at(&acquired(Who::Other, "5T"), &f, Level::Process);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["acquired after"], "2.00T", "seen at 500 ms");
+        assert_eq!(
+            c.figures["sampling error"], "1.00T",
+            "since the sample at 300 ms"
+        );
+        // a held it all along: not a new acquisition after the cut.
+        let c = decide_at(
+            &acquired(Who::Named("cut".into()), "5T"),
+            &f,
+            Level::Process,
+        );
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        assert_eq!(
+            acquired(Who::Other, "5T").expect.needs(),
+            Level::Process,
+            "pg_locks is there at level 0"
+        );
     }
 
     #[test]

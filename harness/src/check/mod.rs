@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::ReplicaEvent;
 use crate::fault::Verb;
+use crate::level::{Level, Need};
 use crate::timeline::{fault_spans, Entry, What};
 use history::RowIs;
 
@@ -51,6 +52,10 @@ pub struct Check {
     /// timeline's bound windows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub measures: Vec<Measure>,
+    /// Set when the check was not run because the replica program's contract level is below
+    /// the one whose observations it needs (its verdict is then unknown): that level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Need>,
 }
 
 /// One line: `name [clauses] Verdict: message`, as a failing test or run prints it.
@@ -71,7 +76,14 @@ impl Check {
             figures: BTreeMap::new(),
             message,
             measures: Vec::new(),
+            needs: None,
         }
+    }
+
+    /// The same, deciding `clauses` instead.
+    pub fn with_clauses(mut self, clauses: &[String]) -> Self {
+        self.clauses = clauses.to_vec();
+        self
     }
 
     /// The same, with the text figure `key` → `value`.
@@ -222,12 +234,17 @@ impl<'de> Deserialize<'de> for Invariants {
 /// Every check of one scenario run: the steps that failed (`step_errors`: each fails the
 /// scenario's `clauses`), the continuous invariants the scenario asks for, the boot and
 /// readiness shape wherever replicas run an elector, and the scenario's expectations.
+///
+/// `level` is what the replica program lets the harness observe: a check that needs more is
+/// not run (unknown, with [`Check::needs`] set), never passed on a timeline that lacks what it
+/// reads.
 pub fn scenario(
     clauses: &[String],
     invariants: Invariants,
     expectations: &[Expectation],
     step_errors: &[String],
     facts: &Facts,
+    level: Level,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     if !step_errors.is_empty() {
@@ -238,11 +255,13 @@ pub fn scenario(
             figures: BTreeMap::new(),
             message: step_errors.join("; "),
             measures: Vec::new(),
+            needs: None,
         });
     }
+    let observe = |(needs, c): (Level, Check)| observed(level, needs, c);
     match invariants {
-        Invariants::All => checks.extend(continuous(facts)),
-        Invariants::Safety => checks.extend(safety(facts)),
+        Invariants::All => checks.extend(continuous(facts).into_iter().map(observe)),
+        Invariants::Safety => checks.extend(safety(facts).into_iter().map(observe)),
         Invariants::None => {}
     }
     // Boot and readiness shape hold in every scenario whose replicas run an elector; they are
@@ -253,44 +272,78 @@ pub fn scenario(
             probe_names(facts.entries),
         ]
         .into_iter()
-        .filter(|c| c.verdict != Verdict::Unknown),
+        .map(|c| observed(level, Level::Events, c))
+        .filter(|c| c.verdict != Verdict::Unknown || c.needs.is_some()),
     );
-    checks.extend(expectations.iter().map(|ex| expect::decide(ex, facts)));
+    checks.extend((expectations.iter()).map(|ex| {
+        observed(
+            level,
+            ex.expect.needs(),
+            expect::decide_at(ex, facts, level),
+        )
+    }));
     checks
 }
 
+/// `c` as run at `level`: unchanged when `needs` is within it; otherwise not run (unknown,
+/// no figures) with a message naming the level that would decide it.
+fn observed(level: Level, needs: Level, c: Check) -> Check {
+    if needs <= level {
+        return c;
+    }
+    Check {
+        verdict: Verdict::Unknown,
+        figures: BTreeMap::new(),
+        measures: Vec::new(),
+        message: format!(
+            "not run: needs {needs} ({}); the program is at {level}",
+            needs.adds()
+        ),
+        needs: Some(Need::Level(needs)),
+        ..c
+    }
+}
+
 /// The safety properties: the gauge sum, one granted lock row, the overlap of two leaders.
-fn safety(facts: &Facts) -> Vec<Check> {
+/// Each with the contract level its observations need.
+fn safety(facts: &Facts) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     vec![
-        gauge_sum(entries, end_ms, b),
-        one_lock_row(entries),
-        overlap_bound(entries, end_ms, b),
+        (Level::Metrics, gauge_sum(entries, end_ms, b)),
+        (Level::Process, one_lock_row(entries)),
+        (Level::Events, overlap_bound(entries, end_ms, b)),
     ]
 }
 
 /// The continuous invariants: gauge sum, one lock row, gauge = pg_locks, overlap, the lock rows
 /// against the terms ([`history`]), and leader-only work where leader-only loops wrote rows.
-fn continuous(facts: &Facts) -> Vec<Check> {
+/// Each with the contract level its observations need (the terms come from the event stream).
+fn continuous(facts: &Facts) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     let mut checks = vec![
-        gauge_sum(entries, end_ms, b),
-        one_lock_row(entries),
-        gauge_matches_locks(entries, b),
-        overlap_bound(entries, end_ms, b),
-        history::rows_belong_to_terms(entries, b),
+        (Level::Metrics, gauge_sum(entries, end_ms, b)),
+        (Level::Process, one_lock_row(entries)),
+        (Level::Metrics, gauge_matches_locks(entries, b)),
+        (Level::Events, overlap_bound(entries, end_ms, b)),
+        (Level::Events, history::rows_belong_to_terms(entries, b)),
     ];
-    // Where no term ended, or no unlock was reported, these have nothing to decide.
+    // Where no term ended, or no unlock was reported, these have nothing to decide (without
+    // the event stream they cannot know, and say which level would).
+    let has_events = (entries.iter()).any(|e| matches!(e.what, What::Replica { .. }));
     checks.extend(
         [
             history::rows_leave_with_their_terms(entries, b),
             history::reported_unlocks_hold(entries, b),
         ]
         .into_iter()
-        .filter(|c| c.verdict != Verdict::Unknown),
+        .filter(|c| c.verdict != Verdict::Unknown || !has_events)
+        .map(|c| (Level::Events, c)),
     );
     if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
-        checks.push(work_only_from_leader(entries, facts.rows, end_ms, b));
+        checks.push((
+            Level::Events,
+            work_only_from_leader(entries, facts.rows, end_ms, b),
+        ));
     }
     checks
 }
@@ -478,6 +531,12 @@ pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
     let led_within = |r: &str, from: f64, to: f64| {
         (spans.get(r).into_iter().flatten()).any(|(s, e)| s - lag <= to && e + pad >= from)
     };
+    // Without the event stream (a program below level 3) nobody reports when it led: a sum of
+    // 2 is explained when it has lasted no longer than the overlap bound (DEM-3), measured
+    // from the first sample that showed it, plus one sample period and the slack.
+    let by_events = (entries.iter()).any(|e| matches!(e.what, What::Replica { .. }));
+    let overlap_ms = ms_of(b.max_overlap()) + pad;
+    let mut two_since: Option<f64> = None;
     let (mut samples, mut max_sum, mut bad) = (0usize, 0i64, Vec::new());
     let mut down = BTreeSet::new();
     for e in entries {
@@ -491,9 +550,13 @@ pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
         let sum: i64 = up().filter_map(|(_, v)| *v).sum();
         max_sum = max_sum.max(sum);
         let asked = asked_ms.unwrap_or(e.t_ms);
-        let explained = up()
-            .filter(|(_, v)| **v == Some(1))
-            .all(|(r, _)| led_within(r, asked, e.t_ms));
+        two_since = (sum >= 2).then(|| two_since.unwrap_or(e.t_ms));
+        let explained = match (by_events, two_since) {
+            (false, Some(since)) => e.t_ms - since <= overlap_ms,
+            _ => up()
+                .filter(|(_, v)| **v == Some(1))
+                .all(|(r, _)| led_within(r, asked, e.t_ms)),
+        };
         if sum > 2 || (sum == 2 && !explained) {
             bad.push(format!("sum {sum} at {:.0} ms {values:?}", e.t_ms));
         }
@@ -546,11 +609,19 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
     let mut since: Option<f64> = None;
     let (mut spans, mut compared, mut undecided) = (Vec::new(), 0usize, 0usize);
     let mut judge = history::Rows::new(entries, b);
+    // Without the event stream (a program below level 3) there are no terms to judge a row
+    // against: a granted row is its holder's lead, as the spec's leader-finding query says.
+    let terms_known = (entries.iter()).any(|e| matches!(e.what, What::Replica { .. }));
     // What the sampled row says of who leads (see `history::RowIs`).
     let mut row_is = RowIs::Leading;
     for e in entries {
         match &e.what {
             What::Gauges { values, .. } => gauges = Some(values.clone()),
+            What::Locks { rows } if !terms_known => {
+                let holder = rows.iter().find(|r| r.1).map(|r| r.2.clone());
+                lock_holder = Some(holder);
+                lock_at = e.t_ms;
+            }
             What::Locks { rows } => {
                 let judged = judge.sample(e.t_ms, rows).into_iter().next();
                 row_is = judged.as_ref().map_or(RowIs::Leading, |j| j.0);
@@ -635,9 +706,12 @@ pub struct WorkRow {
     pub t_ms: f64,
 }
 
-/// Whether `row` is a write its replica sent while it led but that a network fault held on its
-/// link (partition, stall, latency) until after its term: it reaches the server when the fault
-/// is lifted (within the overlap bound after). Nothing in the spec fences such a write (X-FENCE
+/// Whether `row` is a write its replica sent while it led but that was held in transit until
+/// after its term: by a network fault on its link (partition, stall, latency), or by a pooler
+/// while the server was down (PgBouncer keeps a client's query queued through a server stop or
+/// restart and runs it once the server is back: chaos-119, a row 1.0 s after its term, sent
+/// before a `stop-server` during the term). It reaches the server when the fault is lifted
+/// (within the overlap bound after). Nothing in the spec fences such a write (X-FENCE
 /// would); the tick itself ran on the leader, so it is counted apart, not against LOOP-1.
 fn held_by_its_link(
     row: &WorkRow,
@@ -654,8 +728,10 @@ fn held_by_its_link(
         return false;
     };
     faults.iter().any(|f| {
-        matches!(f.verb, Verb::Partition | Verb::Stall | Verb::Latency)
-            && f.target == row.replica
+        let on_link = matches!(f.verb, Verb::Partition | Verb::Stall | Verb::Latency)
+            && f.target == row.replica;
+        let server_down = matches!(f.verb, Verb::StopServer | Verb::RestartServer);
+        (on_link || server_down)
             && f.applied_ms <= last_end + pad
             && f.lifted_ms
                 .is_none_or(|l| row.t_ms <= l + ms_of(b.max_overlap()) + pad)
@@ -711,10 +787,7 @@ pub fn work_only_from_leader(
     };
     Check::new("leader-only work", &["LOOP-1"], verdict, message)
         .figure("rows", rows.len().to_string())
-        .figure(
-            "late writes held by a link fault (unfenced)",
-            held.to_string(),
-        )
+        .figure("late writes held in transit (unfenced)", held.to_string())
         .with_measures(count_at_most(
             "rows outside their writer's terms",
             rows.len(),
@@ -890,6 +963,28 @@ pub(crate) mod tests {
                 asked_ms: None,
             },
         }
+    }
+
+    /// Below level 3 (no events), two gauges at 1 are an overlap as long as they last no
+    /// longer than DEM-3's bound (2T + one tick = 600 ms here) plus a sample period and the
+    /// slack (60 ms): 640 ms passes, 700 ms does not; three at once never does.
+    #[test]
+    fn without_events_a_gauge_sum_of_2_is_held_to_the_overlap_bound() {
+        let b = bounds();
+        let run = |two_for_ms: f64| {
+            let mut entries = vec![gauges(0.0, &[("a", 1), ("b", 0)])];
+            let mut t = 100.0;
+            while t <= 100.0 + two_for_ms {
+                entries.push(gauges(t, &[("a", 1), ("b", 1)]));
+                t += 20.0;
+            }
+            entries.push(gauges(t, &[("a", 0), ("b", 1)]));
+            gauge_sum(&entries, t, &b).verdict
+        };
+        assert_eq!(run(640.0), Verdict::Valid);
+        assert_eq!(run(700.0), Verdict::Invalid);
+        let three = [gauges(0.0, &[("a", 1), ("b", 1), ("c", 1)])];
+        assert_eq!(gauge_sum(&three, 0.0, &b).verdict, Verdict::Invalid);
     }
 
     /// The bounds of the checkers' tests: T = 200 ms (shared with the history checks' tests).
@@ -1185,10 +1280,25 @@ pub(crate) mod tests {
         ];
         let c = work_only_from_leader(&stalled, &[row(950.0)], 2000.0, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
-        assert_eq!(
-            c.figures["late writes held by a link fault (unfenced)"],
-            "1"
-        );
+        assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
+        // Queued in a pooler through a server stop that began in the term.
+        let stopped = vec![
+            ev(0.0, "a", acquired(1)),
+            super::tests::fault(100.0, Verb::StopServer, "postgres", false),
+            ev(300.0, "a", demoted(1)),
+            super::tests::fault(900.0, Verb::StopServer, "postgres", true),
+        ];
+        let c = work_only_from_leader(&stopped, &[row(950.0)], 2000.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        // A stop that began after the term ended held nothing of it.
+        let after = vec![
+            ev(0.0, "a", acquired(1)),
+            ev(300.0, "a", demoted(1)),
+            super::tests::fault(600.0, Verb::StopServer, "postgres", false),
+            super::tests::fault(900.0, Verb::StopServer, "postgres", true),
+        ];
+        let c = work_only_from_leader(&after, &[row(950.0)], 2000.0, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
         let clean = vec![ev(0.0, "a", acquired(1)), ev(300.0, "a", demoted(1))];
         let c = work_only_from_leader(&clean, &[row(950.0)], 2000.0, &bounds());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::api::{ControlReply, ControlRequest, LeaderInfo, ReadyReport, WorkerInfo};
 use super::control::{LoopMode, WorkerMode};
+use super::program::{Level, Program, Values};
 use crate::event::{EventLine, ReplicaEvent};
 
 /// How long an HTTP call to a replica may take: short, so a SIGSTOPped replica cannot hang the
@@ -131,6 +132,34 @@ impl ReplicaSpec {
         self.restart_window = Some(window);
         self.restart_backoff = Some(backoff);
         self
+    }
+
+    /// The HTTP listen address (`127.0.0.1:0` when none was set: any free port, which only this
+    /// harness's own replica can report back).
+    pub fn listen(&self) -> &str {
+        self.http.as_deref().unwrap_or("127.0.0.1:0")
+    }
+
+    /// The flags set that only the harness's own replica takes (another program is started
+    /// with its name, T, listen address and DSN only), by their names.
+    pub fn flags_only_ours(&self) -> Vec<String> {
+        let set = [
+            ("--pool-max-size", self.pool_max_size.is_some()),
+            ("--pool-max-lifetime-ms", self.pool_max_lifetime.is_some()),
+            ("--restart-budget", self.restart_budget.is_some()),
+            ("--restart-window-ms", self.restart_window.is_some()),
+            ("--restart-backoff-ms", self.restart_backoff.is_some()),
+            ("--verify-lock", self.verify_lock),
+            ("--no-shared-session-guard", self.no_shared_session_guard),
+            ("--fail-loop", !self.fail_loops.is_empty()),
+            ("--panic-loop", !self.panic_loops.is_empty()),
+        ];
+        let mut named: Vec<String> = (set.iter())
+            .filter(|(_, on)| *on)
+            .map(|(f, _)| (*f).to_owned())
+            .collect();
+        named.extend(self.extra_args.iter().cloned());
+        named
     }
 
     /// The command line after `harness`: `replica --name ...` (the DSN is not on it).
@@ -253,7 +282,7 @@ struct Incarnation {
 /// A replica process started by the harness. Dropping it SIGKILLs and reaps the child.
 #[derive(Debug)]
 pub struct ReplicaProcess {
-    binary: PathBuf,
+    program: Program,
     spec: ReplicaSpec,
     history: History,
     http: reqwest::Client,
@@ -267,6 +296,29 @@ impl ReplicaProcess {
     /// The binary cannot be started, or the child exits or stays silent for
     /// `spec.start_timeout` before `started`; the error carries the tail of its stderr.
     pub async fn spawn(binary: &Path, spec: ReplicaSpec) -> anyhow::Result<ReplicaProcess> {
+        Self::spawn_program(Program::Ours(binary.to_owned()), spec).await
+    }
+
+    /// Starts `program` for `spec` and waits until it has started, as its level shows it: the
+    /// `started` event (level 3), `/metrics` serving the gauge (levels 1 and 2), or the process
+    /// still running after [`LEVEL0_SETTLE`] (level 0).
+    ///
+    /// # Errors
+    /// The program cannot be started, exits early, or does not show it started within
+    /// `spec.start_timeout` (the error names the replica and what was expected, with the tail of
+    /// its output); or `spec` asks for a flag only this harness's own replica takes.
+    pub async fn spawn_program(
+        program: Program,
+        spec: ReplicaSpec,
+    ) -> anyhow::Result<ReplicaProcess> {
+        let mut spec = spec;
+        if !program.is_ours() && spec.listen().ends_with(":0") {
+            // Another program cannot report the port it bound: give it one.
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            spec.http = Some(format!("127.0.0.1:{port}"));
+        }
         let history = History::new();
         let http = reqwest::Client::builder()
             .timeout(HTTP_TIMEOUT)
@@ -274,9 +326,9 @@ impl ReplicaProcess {
             .no_proxy()
             .build()
             .context("the HTTP client")?;
-        let current = start(binary, &spec, &history).await?;
+        let current = start(&program, &spec, &history, &http).await?;
         Ok(ReplicaProcess {
-            binary: binary.to_owned(),
+            program,
             spec,
             history,
             http,
@@ -294,7 +346,7 @@ impl ReplicaProcess {
             self.sigkill()?;
         }
         self.wait().await?;
-        self.current = start(&self.binary, &self.spec, &self.history).await?;
+        self.current = start(&self.program, &self.spec, &self.history, &self.http).await?;
         Ok(())
     }
 
@@ -306,6 +358,11 @@ impl ReplicaProcess {
     /// The spec it was started with.
     pub fn spec(&self) -> &ReplicaSpec {
         &self.spec
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> &Program {
+        &self.program
     }
 
     /// The OS process id of the running child.
@@ -501,10 +558,8 @@ impl ReplicaProcess {
     /// # Errors
     /// As [`metrics_text`](Self::metrics_text).
     pub async fn try_metrics_gauge(&self) -> anyhow::Result<Option<i64>> {
-        Ok(parse_gauge(
-            &self.metrics_text().await?,
-            testkit::spec::GAUGE,
-        ))
+        gauge_value(&self.metrics_text().await?, testkit::spec::GAUGE)
+            .map_err(|e| anyhow!("replica {}: /metrics: {e}", self.spec.name))
     }
 
     /// `/readyz`: the status code (200 or 503) and the body.
@@ -608,16 +663,32 @@ fn mode_text(mode: &impl serde::Serialize) -> anyhow::Result<String> {
     }
 }
 
-/// The value of an unlabelled gauge `name` in Prometheus text.
-fn parse_gauge(text: &str, name: &str) -> Option<i64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let mut parts = l.split_whitespace();
-            (parts.next() == Some(name)).then(|| parts.next()).flatten()
-        })
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as i64)
+/// The value of an unlabelled gauge `name` in Prometheus text, or `None` when no sample of it is
+/// there; `Err` names a sample whose value is not a number, or a labelled one (the spec's gauge
+/// has no labels). Written by hand: the contract needs this one sample read strictly, and a
+/// malformed line named, where a general parser would skip it.
+pub fn gauge_value(text: &str, name: &str) -> Result<Option<i64>, String> {
+    for line in text.lines().map(str::trim).filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if rest.starts_with('{') {
+            return Err(format!(
+                "the gauge has labels ({line:?}); the spec's has none"
+            ));
+        }
+        if !rest.starts_with([' ', '\t']) {
+            continue; // another metric whose name starts with this one
+        }
+        let value = rest.split_whitespace().next().unwrap_or_default();
+        return match value.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(Some(v as i64)),
+            _ => Err(format!(
+                "malformed gauge sample {line:?}: {value:?} is not a number"
+            )),
+        };
+    }
+    Ok(None)
 }
 
 fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
@@ -625,19 +696,63 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
     tail.iter().cloned().collect::<Vec<_>>().join("\n")
 }
 
-/// Starts one child and waits for its `started` event.
-async fn start(
-    binary: &Path,
-    spec: &ReplicaSpec,
-    history: &History,
-) -> anyhow::Result<Incarnation> {
-    let mut cmd = Command::new(binary);
-    cmd.args(spec.args())
-        .stdin(Stdio::null())
+/// How long a level-0 program must keep running before it counts as started (it shows nothing
+/// else the harness could wait for).
+pub const LEVEL0_SETTLE: Duration = Duration::from_millis(500);
+
+/// How often a starting program's `/metrics` is asked.
+const START_POLL: Duration = Duration::from_millis(50);
+
+/// The child's command: `binary replica ...` for ours, the filled template for another program;
+/// the contract's variables set, the harness's own flags' variables cleared.
+fn command(program: &Program, spec: &ReplicaSpec) -> anyhow::Result<Command> {
+    let mut cmd = match program {
+        Program::Ours(binary) => {
+            let mut cmd = Command::new(binary);
+            cmd.args(spec.args());
+            cmd
+        }
+        Program::External(template) => {
+            let ours_only = spec.flags_only_ours();
+            if !ours_only.is_empty() {
+                bail!(
+                    "replica {}: {} only the harness's own replica takes (this one runs {})",
+                    spec.name,
+                    ours_only.join(", "),
+                    template.display()
+                );
+            }
+            let values = Values {
+                name: &spec.name,
+                listen: spec.listen(),
+                interval_ms: spec.check_interval.as_millis(),
+                dsn: spec.dsn.as_deref(),
+            };
+            let argv = template.argv_for(&values);
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            cmd.env("REPLICA_NAME", &spec.name)
+                .env("REPLICA_HTTP", spec.listen())
+                .env(
+                    "REPLICA_CHECK_INTERVAL_MS",
+                    spec.check_interval.as_millis().to_string(),
+                );
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     for var in super::ENV_VARS {
+        if !(program.is_ours())
+            && matches!(
+                var,
+                "REPLICA_NAME" | "REPLICA_HTTP" | "REPLICA_CHECK_INTERVAL_MS"
+            )
+        {
+            continue;
+        }
         cmd.env_remove(var);
     }
     if let Some(dsn) = &spec.dsn {
@@ -650,9 +765,55 @@ async fn start(
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut child = cmd
+    Ok(cmd)
+}
+
+/// Copies a pipe's lines into `file` (or the caller's stderr, prefixed with the replica's
+/// name) and keeps the last [`STDERR_TAIL`] of them for error messages.
+fn copy_lines(
+    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    log: Option<&PathBuf>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    name: String,
+) -> anyhow::Result<JoinHandle<()>> {
+    let mut file = match log {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?,
+        ),
+        None => None,
+    };
+    Ok(tokio::spawn(async move {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match &mut file {
+                Some(f) => {
+                    let _ = writeln!(f, "{line}");
+                }
+                None => eprintln!("[{name}] {line}"),
+            }
+            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }))
+}
+
+/// Starts one child and waits until it has started, as its program's level shows it.
+async fn start(
+    program: &Program,
+    spec: &ReplicaSpec,
+    history: &History,
+    http: &reqwest::Client,
+) -> anyhow::Result<Incarnation> {
+    let mut child = command(program, spec)?
         .spawn()
-        .with_context(|| format!("cannot start {} replica {}", binary.display(), spec.name))?;
+        .with_context(|| format!("cannot start replica {}: {}", spec.name, program.describe()))?;
     let pid = child.id().ok_or_else(|| anyhow!("the child has no pid"))?;
     let stdout = child
         .stdout
@@ -663,10 +824,12 @@ async fn start(
         .take()
         .ok_or_else(|| anyhow!("no stderr pipe"))?;
     let mark = *history.count.borrow();
+    let stderr_tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    let name = spec.name.clone();
 
     let (eof_tx, eof) = watch::channel(false);
-    let stdout_reader = {
-        let (history, name) = (history.clone(), spec.name.clone());
+    let stdout_reader = if program.level() == Level::Events {
+        let (history, name) = (history.clone(), name.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -678,54 +841,45 @@ async fn start(
             }
             eof_tx.send_replace(true);
         })
-    };
-    let stderr_tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
-    let stderr_reader = {
-        let (tail, name) = (stderr_tail.clone(), spec.name.clone());
-        let mut file = match &spec.stderr_log {
-            Some(path) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .with_context(|| format!("cannot open {}", path.display()))?,
-            ),
-            None => None,
-        };
+    } else {
+        // Below level 3 stdout is free text: it joins the log.
+        let copy = copy_lines(
+            stdout,
+            spec.stderr_log.as_ref(),
+            stderr_tail.clone(),
+            name.clone(),
+        )?;
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                match &mut file {
-                    Some(f) => {
-                        let _ = writeln!(f, "{line}");
-                    }
-                    None => eprintln!("[{name}] {line}"),
-                }
-                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-                if tail.len() == STDERR_TAIL {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
+            let _ = copy.await;
+            eof_tx.send_replace(true);
         })
     };
+    let stderr_reader = copy_lines(stderr, spec.stderr_log.as_ref(), stderr_tail.clone(), name)?;
 
     let mut incarnation = Incarnation {
         child,
         pid,
-        http: String::new(),
-        elector: false,
+        http: spec.listen().to_owned(),
+        elector: spec.dsn.is_some(),
         eof,
         stderr_tail,
         readers: vec![stdout_reader, stderr_reader],
         status: None,
     };
-    match wait_started(history, mark, &mut incarnation, spec.start_timeout).await {
-        Ok((http, elector)) => {
-            incarnation.http = http;
-            incarnation.elector = elector;
-            Ok(incarnation)
+    let started = match program.level() {
+        Level::Events => wait_started(history, mark, &mut incarnation, spec.start_timeout)
+            .await
+            .map(|(addr, elector)| {
+                incarnation.http = addr;
+                incarnation.elector = elector;
+            }),
+        Level::Metrics | Level::Work => {
+            wait_metrics(&mut incarnation, http, spec.start_timeout).await
         }
+        Level::Process => wait_settled(&mut incarnation).await,
+    };
+    match started {
+        Ok(()) => Ok(incarnation),
         Err(why) => {
             let _ = incarnation.child.start_kill();
             let status = tokio::time::timeout(Duration::from_secs(2), incarnation.child.wait())
@@ -737,12 +891,68 @@ async fn start(
             }
             let status = status.map_or_else(|| "exit status unknown".to_owned(), |s| s.to_string());
             Err(anyhow!(
-                "replica {} did not start: {why} ({status}); stderr tail:\n{}",
+                "replica {} did not start ({}, {}): {why} ({status}); output tail:\n{}",
                 spec.name,
+                program.level(),
+                program.describe(),
                 tail_text(&incarnation.stderr_tail)
             ))
         }
     }
+}
+
+/// Waits until the child's `/metrics` answers with the gauge (levels 1 and 2).
+async fn wait_metrics(
+    inc: &mut Incarnation,
+    http: &reqwest::Client,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    let url = format!("http://{}/metrics", inc.http);
+    let mut last = format!("nothing answered on {url}");
+    loop {
+        if let Ok(Some(status)) = inc.child.try_wait() {
+            return Err(format!("it exited before serving /metrics: {status}"));
+        }
+        match http.get(&url).send().await {
+            Ok(r) if r.status().is_success() => {
+                let text = r.text().await.unwrap_or_default();
+                match gauge_value(&text, testkit::spec::GAUGE) {
+                    Ok(Some(_)) => return Ok(()),
+                    Ok(None) => {
+                        last = format!(
+                            "/metrics answered without the gauge {} (its first lines: {:?})",
+                            testkit::spec::GAUGE,
+                            first_lines(&text)
+                        );
+                    }
+                    Err(malformed) => return Err(format!("/metrics: {malformed}")),
+                }
+            }
+            Ok(r) => last = format!("/metrics answered {}", r.status()),
+            Err(e) => last = format!("{url}: {e}"),
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "no /metrics with the gauge within {within:?}; last: {last}"
+            ));
+        }
+        tokio::time::sleep(START_POLL).await;
+    }
+}
+
+/// Waits [`LEVEL0_SETTLE`] and checks the child still runs (level 0).
+async fn wait_settled(inc: &mut Incarnation) -> Result<(), String> {
+    tokio::time::sleep(LEVEL0_SETTLE).await;
+    match inc.child.try_wait() {
+        Ok(None) => Ok(()),
+        Ok(Some(status)) => Err(format!("it exited within {LEVEL0_SETTLE:?}: {status}")),
+        Err(e) => Err(format!("cannot tell whether it runs: {e}")),
+    }
+}
+
+fn first_lines(text: &str) -> String {
+    text.lines().take(3).collect::<Vec<_>>().join(" | ")
 }
 
 /// Waits for the `started` event at index `mark` or later: `(http address, elector)`.
@@ -782,8 +992,25 @@ mod tests {
     #[test]
     fn parses_the_gauge_and_builds_the_command_line() {
         let text = "# HELP plexsphere_background_leader x\n# TYPE plexsphere_background_leader gauge\nplexsphere_background_leader 1\n";
-        assert_eq!(parse_gauge(text, "plexsphere_background_leader"), Some(1));
-        assert_eq!(parse_gauge("", "plexsphere_background_leader"), None);
+        assert_eq!(
+            gauge_value(text, "plexsphere_background_leader"),
+            Ok(Some(1))
+        );
+        assert_eq!(gauge_value("", "plexsphere_background_leader"), Ok(None));
+        let longer = "plexsphere_background_leader_total 3\nplexsphere_background_leader 0.0\n";
+        assert_eq!(
+            gauge_value(longer, "plexsphere_background_leader"),
+            Ok(Some(0))
+        );
+        let bad = gauge_value(
+            "plexsphere_background_leader yes\n",
+            "plexsphere_background_leader",
+        );
+        assert!(bad.unwrap_err().contains("not a number"));
+        let labelled = "plexsphere_background_leader{pod=\"a\"} 1\n";
+        assert!(gauge_value(labelled, "plexsphere_background_leader")
+            .unwrap_err()
+            .contains("labels"));
         let mut spec = ReplicaSpec::new("r1", Duration::from_millis(200)).dsn("postgres://x/y");
         spec.fail_loops.push("invitations-expire".into());
         let args = spec.args();

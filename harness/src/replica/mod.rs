@@ -17,6 +17,7 @@
 //! | the event stream on stdout, from the elector's and the supervisor's watches | `events` |
 //! | the wire types of the HTTP API, shared by server and client | [`api`] |
 //! | the parent side: spawn, signal and query a replica process | [`handle`] |
+//! | which program a replica runs: ours, or any the contract fits, from a command template | [`program`] |
 
 pub mod api;
 pub mod control;
@@ -25,6 +26,7 @@ mod events;
 pub mod handle;
 mod http;
 mod loops;
+pub mod program;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;

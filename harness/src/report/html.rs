@@ -74,7 +74,7 @@ pub fn render(report: &Report, groups: &[Group]) -> String {
     h
 }
 
-const HEAD: &str = r#"<!DOCTYPE html>
+pub(super) const HEAD: &str = r#"<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -203,10 +203,11 @@ fn clause_row(c: &ClauseRow, text: &str) -> String {
         });
     format!(
         "<tr class=\"{verdict}\"><td title=\"{}\"><b>{}</b></td><td><span class=\"badge \
-         {verdict}\">{verdict}</span></td><td>{figure}</td><td>{meter}</td><td>{by}</td>\
+         {verdict}\">{}</span></td><td>{figure}</td><td>{meter}</td><td>{by}</td>\
          <td>{evidence}</td></tr>\n",
         esc(&format!("{}: {text}", c.section)),
         esc(&c.id),
+        esc(&c.verdict_text()),
     )
 }
 
@@ -320,7 +321,7 @@ fn anchor(prefix: &str, name: &str) -> String {
 }
 
 /// Text and attribute values, escaped.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

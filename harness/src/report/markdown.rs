@@ -75,9 +75,8 @@ impl Report {
         );
         for c in &self.clauses {
             let verdict = match c.verdict {
-                ClauseVerdict::Pass => "pass",
-                ClauseVerdict::Fail => "**FAIL**",
-                ClauseVerdict::NotRun => "not-run",
+                ClauseVerdict::Fail => "**FAIL**".to_owned(),
+                _ => c.verdict_text(),
             };
             let figure = c.deciding.as_ref().map_or("—".into(), |d| escape(&d.text));
             md.push_str(&format!(

@@ -6,6 +6,7 @@
 //! The report only reads what the checks produced: their verdicts, their typed
 //! [`Measure`]s, and the timeline pictures in the evidence folders.
 
+pub mod compare;
 pub mod evidence;
 pub mod html;
 mod markdown;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{Check, Measure, Verdict};
 use crate::clauses;
+use crate::level::Need;
 use evidence::Evidence;
 
 /// A clause's verdict in the report.
@@ -61,9 +63,21 @@ pub struct ClauseRow {
     /// The figure that decides the row: the worst case over every check that decided it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deciding: Option<Deciding>,
+    /// For a clause not run because the replica program could not show what its checks read:
+    /// the least it would need (the lowest contract level, else the harness's own replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Need>,
 }
 
 impl ClauseRow {
+    /// The verdict as a report cell says it, e.g. `not-run (needs level 3)`.
+    pub fn verdict_text(&self) -> String {
+        match (self.verdict, self.needs) {
+            (ClauseVerdict::NotRun, Some(need)) => format!("not-run ({})", need.short()),
+            (v, _) => v.as_str().to_owned(),
+        }
+    }
+
     /// How many scenarios or tests decided the clause besides the deciding figure's.
     pub fn other_deciders(&self) -> usize {
         let deciding = self.deciding.as_ref().map(|d| d.scenario.as_str());
@@ -115,9 +129,15 @@ pub struct Source {
 }
 
 impl Source {
-    /// Whether every check held (unknown counts as not held).
+    /// Whether every check held (unknown counts as not held, unless the check was not run for
+    /// what the replica program lacks: see [`not_run`](Self::not_run)).
     pub fn passed(&self) -> bool {
-        self.checks.iter().all(|c| c.verdict == Verdict::Valid)
+        (self.checks.iter()).all(|c| c.verdict == Verdict::Valid || c.needs.is_some())
+    }
+
+    /// Whether none of its checks ran, for what the replica program lacks.
+    pub fn not_run(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.needs.is_some())
     }
 }
 
@@ -232,7 +252,10 @@ impl Report {
                 }
                 ClauseVerdict::NotRun => {
                     let mut st = TestCaseStatus::skipped();
-                    st.set_message("no scenario or test decides this clause");
+                    st.set_message(c.needs.map_or_else(
+                        || "no scenario or test decides this clause".to_owned(),
+                        |n| format!("not run: {}", n.short()),
+                    ));
                     st
                 }
             };
@@ -300,7 +323,18 @@ fn clause_row(clause: clauses::Clause, found: &[(&Source, &Check)]) -> ClauseRow
         section: clause.section,
         notes,
         deciding: deciding(&decided),
+        needs: (verdict == ClauseVerdict::NotRun)
+            .then(|| least_need(found))
+            .flatten(),
     }
+}
+
+/// The least of what the checks in `found` needed and lacked: the lowest level, else the
+/// harness's own replica.
+fn least_need(found: &[(&Source, &Check)]) -> Option<Need> {
+    (found.iter())
+        .filter_map(|(_, c)| c.needs)
+        .min_by_key(|n| n.rank())
 }
 
 /// The worst case over the `decided` checks: a failed check before a held one, a broken
@@ -355,6 +389,7 @@ mod tests {
             figures: [("demoted after".to_owned(), "1.04T".to_owned())].into(),
             message: "m".into(),
             measures: Vec::new(),
+            needs: None,
         }
     }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{Expectation, Invariants};
 use crate::fault::Verb;
+use crate::level::{Level, Need};
 use crate::replica::control::{LoopMode, WorkerMode};
 use crate::snapshot::Story;
 pub use crate::span::Span;
@@ -46,6 +47,30 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     /// The expectations.
     pub expect: Vec<Expectation>,
+}
+
+impl Scenario {
+    /// What its steps and replicas need of the replica program, beyond level 0: the harness's
+    /// own replica for replica flags (`args`) and control steps (its `/control`), level 1 for a
+    /// wait on readiness. `None`: any program can play it. (Its checks each need a level of
+    /// their own: see [`check::scenario`](crate::check::scenario).)
+    pub fn needs(&self) -> Option<Need> {
+        let own = self.replicas.values().any(|d| !d.args.is_empty())
+            || (self.steps.iter()).any(|s| matches!(s, Step::Control { .. }));
+        if own {
+            return Some(Need::OwnReplica);
+        }
+        let ready = self.steps.iter().any(|s| {
+            matches!(
+                s,
+                Step::WaitFor {
+                    until: WaitFor::Ready | WaitFor::AllReady,
+                    ..
+                }
+            )
+        });
+        ready.then_some(Need::Level(Level::Metrics))
+    }
 }
 
 /// How a replica reaches PostgreSQL (always through its own Toxiproxy proxy).

@@ -80,6 +80,10 @@ pub struct UpArgs {
     /// The control folder, where `harness fault` and `harness heal` find this instance.
     #[arg(long, env = control::ENV_CONTROL_DIR, default_value_os_t = control::default_dir())]
     pub control_dir: PathBuf,
+    /// The replica program (default: the harness's own replica), to reproduce an incident
+    /// with a team's own service.
+    #[command(flatten)]
+    pub program: crate::replica::program::ProgramArgs,
 }
 
 impl UpArgs {
@@ -148,7 +152,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         t: args.check_interval,
         seed: args.seed.unwrap_or_else(|| fastrand::u64(..)),
         out: args.out.clone(),
-        binary,
+        program: args.program.program(binary.clone())?,
         images: Images::from(&args.images),
         slack: Duration::from_millis(50),
         repeat: 1,
@@ -174,7 +178,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let monitor = stream::Monitor::start(
         bench.session.timeline().clone(),
         bench.session.events(),
-        bench.session.bounds(),
+        (bench.session.bounds(), bench.session.level()),
         Box::new(std::io::stdout()),
     );
     bench.serve(calls, &mut signals, args.hold).await;

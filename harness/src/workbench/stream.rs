@@ -11,6 +11,7 @@
 //!    11.034s   55.2T  fault: partition r2
 //! ```
 
+use crate::level::Level;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
@@ -44,11 +45,11 @@ impl Monitor {
     pub fn start(
         timeline: Timeline,
         events: Vec<ReplicaEvents>,
-        bounds: Bounds,
+        (bounds, level): (Bounds, Level),
         out: Box<dyn Write + Send>,
     ) -> Monitor {
         let token = CancellationToken::new();
-        let watch = Watch::new(timeline, events, bounds, out);
+        let watch = Watch::new(timeline, events, (bounds, level), out);
         let task = tokio::spawn(watch.run(token.clone()));
         Monitor { token, task }
     }
@@ -66,6 +67,8 @@ pub struct Watch {
     /// Each replica's subscription, and the receive time of the last event read from it.
     events: Vec<(String, broadcast::Receiver<ReceivedEvent>, Option<Instant>)>,
     bounds: Bounds,
+    /// What the replica program lets the checks observe.
+    level: Level,
     out: Box<dyn Write + Send>,
     /// Replica events read but not yet settled.
     pending: Vec<Entry>,
@@ -84,7 +87,7 @@ impl Watch {
     pub fn new(
         timeline: Timeline,
         events: Vec<ReplicaEvents>,
-        bounds: Bounds,
+        (bounds, level): (Bounds, Level),
         out: Box<dyn Write + Send>,
     ) -> Watch {
         let mut pending = Vec::new();
@@ -102,6 +105,7 @@ impl Watch {
             timeline,
             events: subscriptions,
             bounds,
+            level,
             out,
             pending,
             settled: Vec::new(),
@@ -182,7 +186,7 @@ impl Watch {
             logs: &logs,
             bounds: self.bounds,
         };
-        let checks = check::scenario(&[], check::Invariants::All, &[], &[], &facts);
+        let checks = check::scenario(&[], check::Invariants::All, &[], &[], &facts, self.level);
         for c in checks {
             let before = self.verdicts.insert(c.name.clone(), c.verdict);
             if c.verdict == Verdict::Invalid && before != Some(Verdict::Invalid) {
@@ -426,7 +430,12 @@ mod tests {
             slack: Duration::from_millis(5),
         };
         let out = Captured::default();
-        let mut watch = Watch::new(timeline.clone(), Vec::new(), bounds, Box::new(out.clone()));
+        let mut watch = Watch::new(
+            timeline.clone(),
+            Vec::new(),
+            (bounds, Level::Events),
+            Box::new(out.clone()),
+        );
         timeline.record_at(at(10), gauges(&[("r1", Some(1)), ("r2", Some(0))]));
         timeline.record_at(at(20), gauges(&[("r1", Some(1)), ("r2", Some(0))]));
         let fault = What::Fault {

@@ -5,6 +5,7 @@
 mod fixture;
 
 mod boot;
+mod contract;
 mod control;
 mod election;
 mod failover;

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::check::{self, Bounds, Facts};
 use crate::fault::FaultRecord;
+use crate::replica::program::Program;
 use crate::replica::ReceivedEvent;
 use crate::report::evidence::{Evidence, Record};
 use crate::report::Source;
@@ -32,8 +33,9 @@ pub struct RunOptions {
     pub seed: u64,
     /// The output folder (each scenario's evidence goes to `<out>/scenarios/<name>/`).
     pub out: PathBuf,
-    /// The harness binary (re-executed as `harness replica`).
-    pub binary: PathBuf,
+    /// The program every replica runs: the harness binary re-executed as `harness replica`,
+    /// or another program from `--replica-cmd`.
+    pub program: Program,
     /// The container images.
     pub images: Images,
     /// Scheduling noise allowed on top of a bound: small against T.
@@ -80,6 +82,7 @@ pub struct Session {
     bounds: Bounds,
     began: Instant,
     played: usize,
+    level: crate::level::Level,
 }
 
 /// A replica's events: the history so far and the live rest.
@@ -120,7 +123,7 @@ impl Session {
         let t = scenario.t.map_or(opts.t, |s| s.at(opts.t));
         let tick = scenario.tick.map_or(t, |s| s.at(t));
         let evidence = Evidence::create(&opts.out, opts.evidence_dir(&scenario.name))?;
-        let stage = Stage::start(scenario, topology, &opts.binary, (t, tick), &evidence).await?;
+        let stage = Stage::start(scenario, topology, &opts.program, (t, tick), &evidence).await?;
         let bounds = Bounds {
             t,
             tick,
@@ -133,6 +136,7 @@ impl Session {
             bounds,
             began,
             played: 0,
+            level: opts.program.level(),
         })
     }
 
@@ -202,6 +206,11 @@ impl Session {
         self.bounds
     }
 
+    /// What the replica program lets the checks observe.
+    pub fn level(&self) -> crate::level::Level {
+        self.level
+    }
+
     /// The evidence folder, relative to the output folder.
     pub fn evidence(&self) -> &str {
         self.evidence.relative()
@@ -233,6 +242,7 @@ impl Session {
             &scenario.expect,
             step_errors,
             &facts,
+            self.level,
         );
         let replicas: Vec<String> = scenario.replicas.keys().cloned().collect();
         self.evidence.write(&Record {

@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use crate::check::WorkRow;
 use crate::event::WORK_TABLE_DDL;
 use crate::fault::Nemesis;
+use crate::level::Level;
 use crate::observe::{Samplers, Target};
+use crate::replica::program::Program;
 use crate::replica::{ReplicaProcess, ReplicaSpec};
 use crate::report::evidence::Evidence;
 use crate::scenario::model::{DbPath, Scenario};
@@ -47,12 +49,12 @@ fn free_port() -> anyhow::Result<u16> {
 
 impl Stage {
     /// Starts the topology `config` describes (with the PgBouncers and proxy ports the
-    /// scenario's replicas need) and every replica of `scenario` (`binary replica ...`), then
+    /// scenario's replicas need) and every replica of `scenario` (`program`), then
     /// the samplers.
     pub(super) async fn start(
         scenario: &Scenario,
         config: TopologyConfig,
-        binary: &std::path::Path,
+        program: &Program,
         clock: (Duration, Duration),
         evidence: &Evidence,
     ) -> anyhow::Result<Stage> {
@@ -76,10 +78,11 @@ impl Stage {
         // The run's clock starts as the replicas start; DB times are mapped onto it.
         let run_start = Instant::now();
         let clock = DbClock::read(&observer, run_start).await?;
-        let replicas = spawn(binary, specs).await?;
+        let replicas = spawn(program, specs).await?;
         let timeline = Timeline::starting_at(run_start);
         let every = (t / 10).max(Duration::from_millis(10));
-        let samplers = Samplers::start(&timeline, observer.clone(), targets, every, t / 2);
+        let http = program.level() >= Level::Metrics;
+        let samplers = Samplers::start(&timeline, observer.clone(), targets, (every, t / 2), http);
         Ok(Stage {
             nemesis: Nemesis::new(&topology, run_start),
             topology,
@@ -168,12 +171,13 @@ async fn specs(
 
 /// Starts every replica at once.
 async fn spawn(
-    binary: &std::path::Path,
+    program: &Program,
     specs: Vec<ReplicaSpec>,
 ) -> anyhow::Result<BTreeMap<String, ReplicaProcess>> {
-    let spawned =
-        futures::future::join_all(specs.into_iter().map(|s| ReplicaProcess::spawn(binary, s)))
-            .await;
+    let spawned = futures::future::join_all(
+        (specs.into_iter()).map(|s| ReplicaProcess::spawn_program(program.clone(), s)),
+    )
+    .await;
     let mut replicas = BTreeMap::new();
     for p in spawned {
         let p = p.context("starting a replica")?;

@@ -1,0 +1,127 @@
+//! The replica contract's levels (`docs/replica-contract.md`): what a replica program lets the
+//! harness observe. Each check and scenario step needs a level; a program below it leaves that
+//! check not run, with the level that would decide it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// What a replica program lets the harness observe (the contract's levels, ordered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "u8", try_from = "u8")]
+pub enum Level {
+    /// A process and the database: its lock row in pg_locks (by `application_name`), signals.
+    Process = 0,
+    /// Plus HTTP `/metrics` with the gauge and `/readyz`.
+    Metrics = 1,
+    /// Plus its leader-only work as rows in `leader_work`.
+    Work = 2,
+    /// Plus the structured event stream on stdout.
+    Events = 3,
+}
+
+impl Level {
+    /// Every level, lowest first.
+    pub const ALL: [Level; 4] = [Level::Process, Level::Metrics, Level::Work, Level::Events];
+
+    /// The level's number.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// What the level adds, in a few words.
+    pub fn adds(self) -> &'static str {
+        match self {
+            Level::Process => "a process and its lock row in pg_locks",
+            Level::Metrics => "/metrics (the gauge) and /readyz",
+            Level::Work => "leader-only work rows in leader_work",
+            Level::Events => "the JSON-lines event stream on stdout",
+        }
+    }
+}
+
+impl From<Level> for u8 {
+    fn from(l: Level) -> u8 {
+        l.number()
+    }
+}
+
+impl TryFrom<u8> for Level {
+    type Error = String;
+    fn try_from(n: u8) -> Result<Self, String> {
+        Level::ALL
+            .into_iter()
+            .find(|l| l.number() == n)
+            .ok_or_else(|| format!("level {n}: the contract's levels are 0, 1, 2 and 3"))
+    }
+}
+
+impl FromStr for Level {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let n: u8 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("level {s:?}: expected 0, 1, 2 or 3"))?;
+        Level::try_from(n)
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "level {}", self.number())
+    }
+}
+
+/// What a check or a scenario needs of the replica program that the program may lack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Need {
+    /// Observations of this contract level.
+    Level(Level),
+    /// The harness's own replica: its flags (a scenario's `args`) or its `/control` endpoint,
+    /// which the contract does not ask of other programs.
+    OwnReplica,
+    /// An in-process test: only the elector's own tests decide it, on the Rust crate.
+    InProcess,
+}
+
+impl fmt::Display for Need {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Need::Level(l) => write!(f, "{l} ({})", l.adds()),
+            Need::OwnReplica => f.write_str("the harness's own replica (its flags or /control)"),
+            Need::InProcess => f.write_str("an in-process test (the elector's own tests)"),
+        }
+    }
+}
+
+impl Need {
+    /// Its place in order: the levels, then the harness's own replica, then an in-process test.
+    pub fn rank(self) -> u8 {
+        match self {
+            Need::Level(l) => l.number(),
+            Need::OwnReplica => 100,
+            Need::InProcess => 101,
+        }
+    }
+
+    /// Whether a program at `level` (`ours`: the harness's own replica) meets it.
+    pub fn met_by(self, level: Level, ours: bool) -> bool {
+        match self {
+            Need::Level(l) => l <= level,
+            Need::OwnReplica => ours,
+            Need::InProcess => false,
+        }
+    }
+
+    /// The short form a report cell shows, e.g. `needs level 3`.
+    pub fn short(self) -> String {
+        match self {
+            Need::Level(l) => format!("needs {l}"),
+            Need::OwnReplica => "needs the harness's replica".to_owned(),
+            Need::InProcess => "in-process test only".to_owned(),
+        }
+    }
+}

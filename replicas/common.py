@@ -1,0 +1,121 @@
+"""What both example replicas share that is not the election: the contract's environment, the
+import path of the project's vendored packages, logging, and the HTTP server (/metrics, /readyz).
+
+Replica contract: docs/replica-contract.md. Nothing here decides who leads.
+"""
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_VENDORED = os.path.join(_REPO, "target", "ci-tools", "replicas-py")
+if os.path.isdir(_VENDORED):
+    sys.path.insert(0, _VENDORED)
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest  # noqa: E402
+
+GAUGE = "plexsphere_background_leader"
+
+
+class Settings:
+    """The contract's environment: PLEXSPHERE_DSN (optional), REPLICA_NAME, REPLICA_HTTP and
+    REPLICA_CHECK_INTERVAL_MS."""
+
+    def __init__(self):
+        self.dsn = os.environ.get("PLEXSPHERE_DSN") or None
+        self.name = os.environ.get("REPLICA_NAME", "replica")
+        listen = os.environ.get("REPLICA_HTTP", "127.0.0.1:8080")
+        host, _, port = listen.rpartition(":")
+        self.listen = (host or "127.0.0.1", int(port))
+        ms = int(os.environ.get("REPLICA_CHECK_INTERVAL_MS", "5000"))
+        self.t = (ms if ms > 0 else 5000) / 1000.0
+
+
+def logger(name):
+    """Lines on stderr as `<level> <message>`, WARNING written WARN as the spec writes it."""
+    logging.addLevelName(logging.WARNING, "WARN")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s " + name + ": %(message)s",
+    )
+    return logging.getLogger(name)
+
+
+def leader_gauge():
+    """A registry of its own with the spec's gauge, at 0; returns both."""
+    registry = CollectorRegistry()
+    gauge = Gauge(GAUGE, "1 while this replica leads, 0 otherwise", registry=registry)
+    gauge.set(0)
+    return registry, gauge
+
+
+async def every(period, stop, step):
+    """Runs `step` at once, then every `period` on a fixed schedule (missed beats are skipped,
+    not run back to back), until `stop` is set."""
+    loop = asyncio.get_running_loop()
+    next_at = loop.time()
+    while not stop.is_set():
+        await step()
+        next_at += period
+        now = loop.time()
+        if next_at < now:
+            next_at = now + period - (now - next_at) % period
+        try:
+            await asyncio.wait_for(stop.wait(), next_at - now)
+        except asyncio.TimeoutError:
+            pass
+
+
+def serve(settings, registry):
+    """Serves /metrics (the registry, Prometheus text) and /readyz (200 once serving) on a
+    thread; returns the server."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            if self.path == "/metrics":
+                body, kind = generate_latest(registry), "text/plain; version=0.0.4"
+            elif self.path == "/readyz":
+                body, kind = json.dumps({"ready": True, "checks": []}).encode(), "application/json"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(settings.listen, Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+class Replica:
+    """What every example replica starts with: its settings, its log, the gauge on a registry
+    of its own served over HTTP, and an event that SIGTERM and SIGINT set (call in the event
+    loop)."""
+
+    def __init__(self):
+        self.settings = Settings()
+        self.log = logger(self.settings.name)
+        registry, self.gauge = leader_gauge()
+        self.server = serve(self.settings, registry)
+        self.stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop.set)
+
+    async def without_database(self):
+        """LOOP-4: no DSN, no elector, no background loop; serves until stopped."""
+        self.log.info("no PLEXSPHERE_DSN: no elector, no background loop")
+        await self.stop.wait()

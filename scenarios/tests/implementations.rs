@@ -1,0 +1,188 @@
+//! The example implementations of the replica contract (docs/replica-contract.md), each run
+//! through the black-box path (`--replica-cmd`) on the scenarios any program can play, against
+//! real containers: the harness's own replica (its verdicts agree with the instrumented run),
+//! the Python replica written to the spec (it passes every clause decidable at its level), and
+//! the naive one (it fails exactly the clauses its mistakes break, each named).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::replica::program::{Command, Level, Program};
+use harness::report::{ClauseVerdict, Report, Source};
+use harness::scenario::run::{run, RunOptions};
+use harness::scenario::Scenario;
+
+const T: Duration = Duration::from_millis(200);
+const SLACK: Duration = Duration::from_millis(50);
+const SEED: u64 = 20_261_203;
+
+/// The scenarios the example programs play: a steady election, a graceful handover, a killed,
+/// a frozen and a cut-off leader, and a backend kill. (A server restart is left out: whether
+/// the naive replica's stuck gauge then also fails RUN-4 depends on who wins the lock after it.)
+const SCENARIOS: [&str; 6] = [
+    "steady-election",
+    "graceful-handover",
+    "killed-leader",
+    "frozen-leader",
+    "leader-partition",
+    "backend-kill",
+];
+
+fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn ours() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness"))
+}
+
+/// `python3 replicas/<which>/replica.py` at level 1.
+fn python(which: &str) -> Program {
+    let script = repo().join("replicas").join(which).join("replica.py");
+    let template = format!("python3 {}", script.display());
+    Program::External(Command::parse(&template, Level::Metrics).expect("a valid template"))
+}
+
+/// Runs the scenarios with `program`; the report over them, by clause.
+async fn report(label: &str, program: Program) -> (Report, BTreeMap<String, ClauseVerdict>) {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("implementations")
+        .join(label);
+    let opts = RunOptions {
+        t: T,
+        seed: SEED,
+        out,
+        program,
+        images: harness::topology::Images::from_env(),
+        slack: SLACK,
+        repeat: 1,
+    };
+    let mut sources: Vec<Source> = Vec::new();
+    for name in SCENARIOS {
+        let file = repo().join("scenarios").join(format!("{name}.toml"));
+        let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let outcome = run(&scenario, &opts)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {name}: {e:#}"));
+        sources.push(outcome.source);
+    }
+    let report = Report::new(T.as_millis() as u64, SEED, 0.0, sources);
+    let verdicts = (report.clauses.iter())
+        .map(|c| (c.id.clone(), c.verdict))
+        .collect();
+    (report, verdicts)
+}
+
+fn with(verdicts: &BTreeMap<String, ClauseVerdict>, v: ClauseVerdict) -> Vec<&str> {
+    (verdicts.iter())
+        .filter(|(_, x)| **x == v)
+        .map(|(id, _)| id.as_str())
+        .collect()
+}
+
+fn failures(report: &Report) -> String {
+    (report.sources.iter())
+        .flat_map(|s| {
+            (s.checks.iter())
+                .filter(|c| c.verdict == harness::check::Verdict::Invalid)
+                .map(move |c| format!("{}: {c}", s.name))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The harness's own replica started from a command template at level 3 is judged on the same
+/// observations as the instrumented run: every clause gets the same verdict. At level 1 the
+/// same program fails nothing, and what it cannot show is not-run with its level, never a pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_replica_through_the_black_box_path_agrees_with_the_instrumented_run() {
+    let (inside, by_inside) = report("ours", Program::Ours(ours())).await;
+    let template = format!("{} replica", ours().display());
+    let at = |level| Program::External(Command::parse(&template, level).unwrap());
+    let (outside, by_outside) = report("ours-level-3", at(Level::Events)).await;
+    assert!(!by_inside.is_empty());
+    assert_eq!(
+        by_inside,
+        by_outside,
+        "inside:\n{}\noutside:\n{}",
+        failures(&inside),
+        failures(&outside)
+    );
+    assert!(
+        with(&by_inside, ClauseVerdict::Fail).is_empty(),
+        "{}",
+        failures(&inside)
+    );
+
+    let (level1, by_level1) = report("ours-level-1", at(Level::Metrics)).await;
+    assert!(
+        with(&by_level1, ClauseVerdict::Fail).is_empty(),
+        "{}",
+        failures(&level1)
+    );
+    for id in ["MET-1", "ISL-1", "DEM-2", "ORPH-2", "LOCK-3", "RUN-6"] {
+        assert_eq!(
+            by_level1[id],
+            ClauseVerdict::Pass,
+            "{id} is decidable at level 1"
+        );
+    }
+    for id in ["DEM-3", "LOOP-1", "LOOP-6"] {
+        let row = level1.clauses.iter().find(|c| c.id == id).unwrap();
+        assert_eq!(row.verdict_text(), "not-run (needs level 3)", "{id}");
+    }
+}
+
+/// The Python replica, written to the spec, passes every clause its level lets the harness
+/// decide on these scenarios.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_replica_passes_every_clause_decidable_at_level_1() {
+    let (report, verdicts) = report("python", python("python")).await;
+    assert!(
+        with(&verdicts, ClauseVerdict::Fail).is_empty(),
+        "{}",
+        failures(&report)
+    );
+    for id in [
+        "MET-1", "ISL-1", "DEM-1", "DEM-2", "ORPH-2", "LOCK-3", "RUN-5", "RUN-6",
+    ] {
+        assert_eq!(
+            verdicts.get(id),
+            Some(&ClauseVerdict::Pass),
+            "{id}: {}",
+            failures(&report)
+        );
+    }
+}
+
+/// The naive replica fails exactly the clauses its mistakes break, each named, and passes the
+/// others its level decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_replica_fails_exactly_the_clauses_it_breaks() {
+    let (report, verdicts) = report("naive", python("naive")).await;
+    let mut failed = with(&verdicts, ClauseVerdict::Fail);
+    // MET-1 from outside: the stuck gauge and the new leader's make a sum of 2 for about 3.5T
+    // after the backend kill, at the edge of the overlap allowance (2T + one tick + a sample
+    // and the slack, 3.3T): a verdict either way is right for this run, so it is not asserted.
+    failed.retain(|id| *id != "MET-1");
+    assert_eq!(failed, NAIVE_FAILS, "{}", failures(&report));
+    for id in ["LOCK-1", "LOCK-3", "RUN-3", "SESS-2"] {
+        assert_eq!(
+            verdicts.get(id),
+            Some(&ClauseVerdict::Pass),
+            "{id}: {}",
+            failures(&report)
+        );
+    }
+}
+
+/// What the naive replica's mistakes break (replicas/naive/replica.py), in clause-ID order:
+/// - DEM-1, RUN-5: a lost lock (a backend kill, a frozen leader's session) never turns the
+///   gauge to 0 (mistake 4);
+/// - DEM-2: a check into a silent partition has no deadline (mistake 3), and the gauge stays;
+/// - ISL-1: after a backend kill another replica leads while the old gauge says 1;
+/// - ORPH-2: no idle_session_timeout (mistake 2): a frozen or cut-off leader's session keeps
+///   the lock past 4T;
+/// - RUN-6: SIGTERM closes without unlocking.
+const NAIVE_FAILS: [&str; 6] = ["DEM-1", "DEM-2", "ISL-1", "ORPH-2", "RUN-5", "RUN-6"];
