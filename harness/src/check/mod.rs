@@ -260,8 +260,8 @@ pub fn scenario(
     }
     let observe = |(needs, c): (Level, Check)| observed(level, needs, c);
     match invariants {
-        Invariants::All => checks.extend(continuous(facts).into_iter().map(observe)),
-        Invariants::Safety => checks.extend(safety(facts).into_iter().map(observe)),
+        Invariants::All => checks.extend(continuous(facts, level).into_iter().map(observe)),
+        Invariants::Safety => checks.extend(safety(facts, level).into_iter().map(observe)),
         Invariants::None => {}
     }
     // Boot and readiness shape hold in every scenario whose replicas run an elector; they are
@@ -306,10 +306,10 @@ fn observed(level: Level, needs: Level, c: Check) -> Check {
 
 /// The safety properties: the gauge sum, one granted lock row, the overlap of two leaders.
 /// Each with the contract level its observations need.
-fn safety(facts: &Facts) -> Vec<(Level, Check)> {
+fn safety(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     vec![
-        (Level::Metrics, gauge_sum(entries, end_ms, b)),
+        (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
         (Level::Process, one_lock_row(entries)),
         (Level::Events, overlap_bound(entries, end_ms, b)),
     ]
@@ -318,12 +318,12 @@ fn safety(facts: &Facts) -> Vec<(Level, Check)> {
 /// The continuous invariants: gauge sum, one lock row, gauge = pg_locks, overlap, the lock rows
 /// against the terms ([`history`]), and leader-only work where leader-only loops wrote rows.
 /// Each with the contract level its observations need (the terms come from the event stream).
-fn continuous(facts: &Facts) -> Vec<(Level, Check)> {
+fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     let mut checks = vec![
-        (Level::Metrics, gauge_sum(entries, end_ms, b)),
+        (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
         (Level::Process, one_lock_row(entries)),
-        (Level::Metrics, gauge_matches_locks(entries, b)),
+        (Level::Metrics, gauge_matches_locks_at(entries, b, level)),
         (Level::Events, overlap_bound(entries, end_ms, b)),
         (Level::Events, history::rows_belong_to_terms(entries, b)),
     ];
@@ -525,6 +525,12 @@ pub fn overlap_bound(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
 /// report lag: the gauge goes to 1 before the event is read) and at its end by one sampling
 /// period and the slack.
 pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
+    gauge_sum_at(entries, end_ms, b, Level::Events)
+}
+
+/// [`gauge_sum`] for a program at `level`: below level 3 nobody reports when it led, so a sum
+/// of 2 is held to the overlap bound instead of to the leaders' own reports.
+pub fn gauge_sum_at(entries: &[Entry], end_ms: f64, b: &Bounds, level: Level) -> Check {
     let spans = leadership_spans(entries, end_ms);
     let pad = ms_of(b.sample + b.slack);
     let lag = history::report_lag_ms(b);
@@ -534,7 +540,7 @@ pub fn gauge_sum(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
     // Without the event stream (a program below level 3) nobody reports when it led: a sum of
     // 2 is explained when it has lasted no longer than the overlap bound (DEM-3), measured
     // from the first sample that showed it, plus one sample period and the slack.
-    let by_events = (entries.iter()).any(|e| matches!(e.what, What::Replica { .. }));
+    let by_events = level >= Level::Events;
     let overlap_ms = ms_of(b.max_overlap()) + pad;
     let mut two_since: Option<f64> = None;
     let (mut samples, mut max_sum, mut bad) = (0usize, 0i64, Vec::new());
@@ -601,6 +607,12 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
 /// a given-up attempt's within its allowance: see [`history::RowIs`]) says nothing of who
 /// leads; the history checks bound it.
 pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
+    gauge_matches_locks_at(entries, b, Level::Events)
+}
+
+/// [`gauge_matches_locks`] for a program at `level`: below level 3 there are no terms to judge
+/// a granted row against, so it is its holder's lead, as the spec's leader-finding query says.
+pub fn gauge_matches_locks_at(entries: &[Entry], b: &Bounds, level: Level) -> Check {
     let mut gauges: Option<BTreeMap<String, Option<i64>>> = None;
     let mut lock_holder: Option<Option<String>> = None;
     let mut lock_at = 0.0f64;
@@ -611,7 +623,7 @@ pub fn gauge_matches_locks(entries: &[Entry], b: &Bounds) -> Check {
     let mut judge = history::Rows::new(entries, b);
     // Without the event stream (a program below level 3) there are no terms to judge a row
     // against: a granted row is its holder's lead, as the spec's leader-finding query says.
-    let terms_known = (entries.iter()).any(|e| matches!(e.what, What::Replica { .. }));
+    let terms_known = level >= Level::Events;
     // What the sampled row says of who leads (see `history::RowIs`).
     let mut row_is = RowIs::Leading;
     for e in entries {
@@ -979,12 +991,19 @@ pub(crate) mod tests {
                 t += 20.0;
             }
             entries.push(gauges(t, &[("a", 0), ("b", 1)]));
-            gauge_sum(&entries, t, &b).verdict
+            gauge_sum_at(&entries, t, &b, Level::Metrics).verdict
         };
         assert_eq!(run(640.0), Verdict::Valid);
         assert_eq!(run(700.0), Verdict::Invalid);
         let three = [gauges(0.0, &[("a", 1), ("b", 1), ("c", 1)])];
-        assert_eq!(gauge_sum(&three, 0.0, &b).verdict, Verdict::Invalid);
+        assert_eq!(
+            gauge_sum_at(&three, 0.0, &b, Level::Metrics).verdict,
+            Verdict::Invalid
+        );
+        // With the event stream, unexplained sums of 2 are bad at once.
+        let mut short = vec![gauges(0.0, &[("a", 1), ("b", 0)])];
+        short.push(gauges(100.0, &[("a", 1), ("b", 1)]));
+        assert_eq!(gauge_sum(&short, 100.0, &b).verdict, Verdict::Invalid);
     }
 
     /// The bounds of the checkers' tests: T = 200 ms (shared with the history checks' tests).
