@@ -700,7 +700,7 @@ impl Nemesis {
     /// # Errors
     /// The replica holds no lock backend, or the termination failed.
     pub async fn kill_backend_of(&self, replica: &str) -> anyhow::Result<FaultRecord> {
-        let rows = crate::observe::lock_rows(&self.observer).await?;
+        let rows = self.observer.lock_rows().await?;
         let pid = rows
             .iter()
             .find(|(_, granted, app)| *granted && app == replica)

@@ -89,27 +89,6 @@ pub struct Target {
     pub base_url: String,
 }
 
-/// The spec's query plus the holders' application names, on the observer connection.
-pub async fn lock_rows(observer: &Observer) -> anyhow::Result<Vec<(i32, bool, String)>> {
-    // The spec's text, not the elector's constant: a typo in the crate must not pass.
-    let rows = observer.query(testkit::SPEC_LEADER_QUERY, &[]).await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let (pid, granted): (i32, bool) = (row.get(0), row.get(1));
-        let app = observer
-            .query(
-                "SELECT application_name FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .await?
-            .first()
-            .map(|r| r.get::<_, String>(0))
-            .unwrap_or_default();
-        out.push((pid, granted, app));
-    }
-    Ok(out)
-}
-
 /// Reads the leader gauge from a replica's `/metrics` (`None` when unreachable or absent).
 async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
     let text = client
@@ -328,7 +307,7 @@ async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
         let asked = tokio::time::Instant::now();
         let sampled = tokio::select! {
             () = sink.token.cancelled() => break,
-            r = lock_rows(&observer) => r,
+            r = observer.lock_rows() => r,
         };
         let Ok(rows) = sampled else { continue };
         if asked.elapsed() > 5 * every {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use super::loops::{all_loop_names, ELECTION_WORKER};
+use super::names::{all_loop_names, ELECTION_WORKER};
 
 /// What a loop's next passes do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

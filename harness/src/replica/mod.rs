@@ -12,6 +12,7 @@
 //! | flags, boot, shutdown | this module |
 //! | the database: reachability check, pool, `leader_work` | `db` |
 //! | the loops and their passes, boot passes | `loops` |
+//! | the workers' names: the election worker and the loop tables | `names` |
 //! | fault injection through `/control` | [`control`] |
 //! | the HTTP server | `http` |
 //! | the event stream on stdout, from the elector's and the supervisor's watches | `events` |
@@ -26,6 +27,7 @@ mod events;
 pub mod handle;
 mod http;
 mod loops;
+mod names;
 pub mod program;
 
 use std::net::SocketAddr;
@@ -42,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::event::ReplicaEvent;
 
 pub use handle::{ReceivedEvent, ReplicaProcess, ReplicaSpec};
-pub use loops::{EVERY_REPLICA_LOOPS, TICKED_LOOPS, WHILE_LEADER_LOOPS};
+pub use names::{EVERY_REPLICA_LOOPS, TICKED_LOOPS, WHILE_LEADER_LOOPS};
 
 /// How long the boot check may take to reach PostgreSQL before the replica gives up.
 pub const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

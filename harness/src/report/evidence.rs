@@ -5,12 +5,10 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context as _;
 
 use crate::check::expect::ReplicaLog;
-use crate::check::{Check, WorkRow};
 use crate::timeline::Entry;
 
 /// The evidence folder of one scenario run.
@@ -20,22 +18,7 @@ pub struct Evidence {
     relative: String,
 }
 
-/// What a run leaves in its evidence folder besides the replicas' logs.
-#[derive(Clone, Copy, Debug)]
-pub struct Record<'a> {
-    /// The scenario's name (the picture's title).
-    pub scenario: &'a str,
-    /// The whole timeline.
-    pub entries: &'a [Entry],
-    /// The replicas, one lane each in the picture.
-    pub replicas: &'a [String],
-    /// T (the picture's grid and axis).
-    pub t: Duration,
-    /// The checks (the picture draws the bounds they placed on the timeline).
-    pub checks: &'a [Check],
-    /// The `leader_work` rows.
-    pub rows: &'a [WorkRow],
-}
+pub use super::svg::Record;
 
 impl Evidence {
     /// The folder of `scenario`'s run number `repeat` (1 for the first), relative to the

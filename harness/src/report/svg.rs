@@ -8,8 +8,7 @@ use std::time::Duration;
 use svg::node::element::{Line, Polygon, Polyline, Rectangle, Text, Title};
 use svg::{Document, Node as _};
 
-use super::evidence::Record;
-use crate::check::{leadership_spans, Measure, Verdict, Window, Worse};
+use crate::check::{leadership_spans, Check, Measure, Verdict, Window, WorkRow, Worse};
 use crate::event::ReplicaEvent;
 use crate::timeline::{fault_spans, Entry, What};
 
@@ -44,6 +43,23 @@ fn line(x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str) -> Line {
         .set("x2", x2)
         .set("y2", y2)
         .set("stroke", stroke)
+}
+
+/// What a run's picture draws (and its evidence folder keeps besides the replicas' logs).
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    /// The scenario's name (the picture's title).
+    pub scenario: &'a str,
+    /// The whole timeline.
+    pub entries: &'a [Entry],
+    /// The replicas, one lane each in the picture.
+    pub replicas: &'a [String],
+    /// T (the picture's grid and axis).
+    pub t: Duration,
+    /// The checks (the picture draws the bounds they placed on the timeline).
+    pub checks: &'a [Check],
+    /// The `leader_work` rows.
+    pub rows: &'a [WorkRow],
 }
 
 /// Renders the timeline of one run: its entries, one lane per replica in `run.replicas`' order,
