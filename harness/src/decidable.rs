@@ -40,12 +40,10 @@ impl ClauseWays {
     /// The least a program must offer for a scenario to decide the clause: the lowest level,
     /// else the harness's own replica; `None` when no scenario decides it.
     pub fn lowest(&self) -> Option<Need> {
-        (self.deciders.iter()).map(|d| d.need).min_by_key(rank)
+        (self.deciders.iter())
+            .map(|d| d.need)
+            .min_by_key(|n| n.rank())
     }
-}
-
-fn rank(n: &Need) -> u8 {
-    n.rank()
 }
 
 /// Every clause of the spec, in its order, with the checks of `scenarios` that decide it and
@@ -111,7 +109,7 @@ fn deciders(s: &Scenario) -> Vec<(Decider, Vec<String>)> {
         .map(|c| {
             let own = c.needs.unwrap_or(Need::Level(Level::Process));
             let need = match scenario_need {
-                Some(n) if rank(&n) > rank(&own) => n,
+                Some(n) if n.rank() > own.rank() => n,
                 _ => own,
             };
             let d = Decider {
@@ -140,7 +138,7 @@ pub fn markdown(rows: &[ClauseWays]) -> String {
         for d in &r.deciders {
             let kind = check_kind(&d.check);
             let least = kinds.entry(kind).or_insert(d.need);
-            if rank(&d.need) < rank(least) {
+            if d.need.rank() < least.rank() {
                 *least = d.need;
             }
         }

@@ -297,21 +297,7 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         args.t,
         args.out.display()
     );
-    let began = Instant::now();
-    let mut sources = Vec::new();
-    if let Some(junit) = &args.elector_junit {
-        sources.push(elector_tests(junit)?);
-    }
-    if !opts.program.is_ours() {
-        sources.push(in_process_only());
-    }
-    sources.extend(run_all(&scenarios, &opts, repeat).await);
-    let report = Report::new(
-        args.t.as_millis() as u64,
-        seed,
-        began.elapsed().as_secs_f64(),
-        sources,
-    );
+    let report = report_of(&args, &scenarios, &opts).await?;
     report.write(&args.out)?;
     print_summary(&report);
     println!("{}", report.summary_line());
@@ -321,6 +307,30 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The report of every scenario run `--repeat` times with `opts.program`. The elector's tests
+/// (`--elector-junit`) decide the in-process clauses of the harness's own replica only: for
+/// another program those clauses are not run.
+async fn report_of(
+    args: &RunArgs,
+    scenarios: &[Scenario],
+    opts: &RunOptions,
+) -> anyhow::Result<Report> {
+    let began = Instant::now();
+    let mut sources = Vec::new();
+    match (&args.elector_junit, opts.program.is_ours()) {
+        (Some(junit), true) => sources.push(elector_tests(junit)?),
+        (_, false) => sources.push(in_process_only()),
+        (None, true) => {}
+    }
+    sources.extend(run_all(scenarios, opts, usize::from(args.repeat)).await);
+    Ok(Report::new(
+        args.t.as_millis() as u64,
+        opts.seed,
+        began.elapsed().as_secs_f64(),
+        sources,
+    ))
 }
 
 /// `harness run --impl ...`: the scenarios with each implementation in turn, each report in
@@ -353,21 +363,7 @@ async fn compare(
             slack: args.slack,
             repeat: 1,
         };
-        let began = Instant::now();
-        let mut sources = Vec::new();
-        match (&args.elector_junit, i.program.is_ours()) {
-            // The elector's tests decide the in-process clauses of the Rust crate only.
-            (Some(junit), true) => sources.push(elector_tests(junit)?),
-            (_, false) => sources.push(in_process_only()),
-            (None, true) => {}
-        }
-        sources.extend(run_all(scenarios, &opts, usize::from(args.repeat)).await);
-        let report = Report::new(
-            args.t.as_millis() as u64,
-            seed,
-            began.elapsed().as_secs_f64(),
-            sources,
-        );
+        let report = report_of(args, scenarios, &opts).await?;
         implementations.push(compare::Implementation {
             name: i.name,
             program: i.program.summary(),

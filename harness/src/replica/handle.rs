@@ -731,12 +731,6 @@ fn command(program: &Program, spec: &ReplicaSpec) -> anyhow::Result<Command> {
             let argv = template.argv_for(&values);
             let mut cmd = Command::new(&argv[0]);
             cmd.args(&argv[1..]);
-            cmd.env("REPLICA_NAME", &spec.name)
-                .env("REPLICA_HTTP", spec.listen())
-                .env(
-                    "REPLICA_CHECK_INTERVAL_MS",
-                    spec.check_interval.as_millis().to_string(),
-                );
             cmd
         }
     };
@@ -745,15 +739,16 @@ fn command(program: &Program, spec: &ReplicaSpec) -> anyhow::Result<Command> {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     for var in super::ENV_VARS {
-        if !(program.is_ours())
-            && matches!(
-                var,
-                "REPLICA_NAME" | "REPLICA_HTTP" | "REPLICA_CHECK_INTERVAL_MS"
-            )
-        {
-            continue;
-        }
         cmd.env_remove(var);
+    }
+    if !program.is_ours() {
+        // The contract's variables (ours takes the same through its flags).
+        cmd.env("REPLICA_NAME", &spec.name)
+            .env("REPLICA_HTTP", spec.listen())
+            .env(
+                "REPLICA_CHECK_INTERVAL_MS",
+                spec.check_interval.as_millis().to_string(),
+            );
     }
     if let Some(dsn) = &spec.dsn {
         cmd.env(super::ENV_DSN, dsn);
