@@ -13,7 +13,8 @@ source ci/env.sh
 # shellcheck source=ci/prereqs.sh
 source ci/prereqs.sh
 log() { printf '[conformance] %s\n' "$*" >&2; }
-prereqs docker cargo openssl nextest
+# python-replicas: scenarios/rolling-upgrade.toml runs the Python example as its new build.
+prereqs docker cargo openssl nextest python-replicas
 bash ci/build-images.sh
 cargo build --quiet --release -p harness
 

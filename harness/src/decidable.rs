@@ -94,6 +94,7 @@ fn deciders(s: &Scenario) -> Vec<(Decider, Vec<String>)> {
             sample: Duration::from_millis(20),
             slack: Duration::from_millis(50),
         },
+        pooled: &crate::check::expect::NONE_POOLED,
     };
     let checks = check::scenario(
         &s.clauses,

@@ -15,7 +15,7 @@
 //! | [`reset`](Nemesis::reset) | connections closed, new ones reset (RST), until healed | [`heal`](Nemesis::heal) |
 //! | [`disable`](Nemesis::disable) | proxy closed: connections closed, new ones refused | [`enable`](Nemesis::enable) |
 //! | [`kill_backend_of`](Nemesis::kill_backend_of) | `pg_terminate_backend` of a replica's lock session | none |
-//! | [`restart_server`](Nemesis::restart_server) | PostgreSQL stopped and started | none |
+//! | [`restart_server`](Nemesis::restart_server) | PostgreSQL stopped and started | none (the history shows it lifted when the server is back: [`FaultRecord::marks`]) |
 //! | [`stop_server`](Nemesis::stop_server) | PostgreSQL stopped | [`start_server`](Nemesis::start_server) |
 //! | [`kill`](Nemesis::kill) | SIGKILL a replica | none ([`restart`](Nemesis::restart) brings it back) |
 //! | [`freeze`](Nemesis::freeze) | SIGSTOP a replica | [`thaw`](Nemesis::thaw) (SIGCONT) |
@@ -206,6 +206,20 @@ impl FaultRecord {
             | (Verb::Freeze, true) => self.start,
             _ => self.end,
         }
+    }
+}
+
+impl FaultRecord {
+    /// Where the record goes on the history, as `(when, lifted)`: the moment it took effect
+    /// ([`took_effect`](FaultRecord::took_effect)), and for a server restart also its end as
+    /// its lift: the call returns once the server accepts connections again, and a pooler
+    /// holds the queries it was sent until then (CI chaos seed 9).
+    pub fn marks(&self) -> Vec<(Duration, bool)> {
+        let mut marks = vec![(self.took_effect(), self.lifted)];
+        if self.verb == Verb::RestartServer && !self.lifted {
+            marks.push((self.end, true));
+        }
+        marks
     }
 }
 

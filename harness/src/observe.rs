@@ -135,6 +135,12 @@ impl Samplers {
             token: token.clone(),
             tx: tx.clone(),
         };
+        tasks.spawn(sample_server_clock(
+            timeline.clone(),
+            token.clone(),
+            observer.clone(),
+            ready_every,
+        ));
         tasks.spawn(sample_locks(locks, observer, every));
         if !http {
             return Samplers {
@@ -335,6 +341,33 @@ async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
             l.locks_at = Some(tokio::time::Instant::now());
         });
         sink.timeline.record(What::Locks { rows });
+    }
+}
+
+/// Reads the server's clock every `every` ([`What::ServerClock`]); an answer that took longer
+/// than `every` places nothing precisely and is dropped, as is a failure (a server restart).
+async fn sample_server_clock(
+    timeline: Timeline,
+    token: CancellationToken,
+    observer: Arc<Observer>,
+    every: Duration,
+) {
+    const SQL: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8";
+    let mut tick = sampling_interval(every);
+    while !token.is_cancelled() {
+        tokio::select! { () = token.cancelled() => break, _ = tick.tick() => {} }
+        let asked = tokio::time::Instant::now();
+        let answer = tokio::select! {
+            () = token.cancelled() => break,
+            r = observer.query(SQL, &[]) => r,
+        };
+        let Some(epoch_ms) = answer.ok().and_then(|rows| rows.first()?.try_get(0).ok()) else {
+            continue;
+        };
+        if asked.elapsed() <= every {
+            let asked_ms = timeline.offset(asked).as_secs_f64() * 1000.0;
+            timeline.record(What::ServerClock { epoch_ms, asked_ms });
+        }
     }
 }
 

@@ -431,7 +431,7 @@ async fn run_all(scenarios: &[Scenario], opts: &RunOptions, repeat: usize) -> Ve
 /// scenario whose steps the replica program cannot play is not run: its clauses say what it
 /// would need.
 async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
-    let (level, ours) = (opts.program.level(), opts.program.is_ours());
+    let (level, ours) = s.observes(&opts.program);
     if let Some(need) = s.needs().filter(|n| !n.met_by(level, ours)) {
         return Source {
             name: s.name.clone(),

@@ -83,6 +83,16 @@ pub enum What {
         /// Its check names, in registration order.
         names: Vec<String>,
     },
+    /// One reading of the server's clock (`clock_timestamp()`, ms since the Unix epoch), asked
+    /// at `asked_ms` on the run's clock and answered at the entry's time. `leader_work` rows
+    /// carry the server's time; these readings put them on the run's clock even when the host's
+    /// wall clock is slewed or stepped during the run ([`server_time_on_run_clock`]).
+    ServerClock {
+        /// What the server's clock read.
+        epoch_ms: f64,
+        /// When the reading was asked for (ms on the run's clock).
+        asked_ms: f64,
+    },
     /// A scenario step began (for the reader of the timeline).
     Step {
         /// The step, as written in the scenario.
@@ -181,6 +191,31 @@ pub struct Mark {
     pub began_ms: f64,
 }
 
+/// The readings of the server's clock in `entries` ([`What::ServerClock`]), each as
+/// `(run_ms, epoch_ms)`: its moment on the run's clock (the middle of its round trip) and what
+/// the server's clock read.
+pub fn server_clock_readings(entries: &[Entry]) -> Vec<(f64, f64)> {
+    (entries.iter())
+        .filter_map(|e| match e.what {
+            What::ServerClock { epoch_ms, asked_ms } => Some(((asked_ms + e.t_ms) / 2.0, epoch_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A server time (`epoch_ms`, ms since the Unix epoch) on the run's clock, by the latest of
+/// `readings` ([`server_clock_readings`]) at or before it (the earliest for a time before them
+/// all): the reading's moment plus the time the server's clock moved on since. `None` without
+/// readings. The server shares the host's wall clock, which may be slewed (this machine's was,
+/// by 1 ms/s after boot) or stepped during a run; a single reading at the start mapped every
+/// later row by the same offset and so misplaced them.
+pub fn server_time_on_run_clock(readings: &[(f64, f64)], epoch_ms: f64) -> Option<f64> {
+    let latest = (readings.iter()).rfind(|(_, at)| *at <= epoch_ms);
+    latest
+        .or(readings.first())
+        .map(|(run_ms, at)| run_ms + (epoch_ms - at))
+}
+
 /// The named moments of a run, by their `as` names.
 pub type Marks = BTreeMap<String, Mark>;
 
@@ -276,6 +311,35 @@ mod tests {
             json,
             r#"{"t_ms":30.0,"kind":"fault","verb":"partition","target":"r1","lifted":false}"#
         );
+    }
+
+    /// The host's wall clock stepped 30 s forward at 8.5 s into a chaos run (seed 9): mapped by
+    /// one reading at the start, every later `leader_work` row sat 30 s late, and 1616 rows
+    /// looked written outside their terms.
+    #[test]
+    fn server_times_follow_the_latest_clock_reading_across_a_step() {
+        let reading = |t_ms: f64, epoch_ms: f64| Entry {
+            t_ms,
+            what: What::ServerClock {
+                epoch_ms,
+                asked_ms: t_ms - 2.0,
+            },
+        };
+        let e0 = 1_000_000.0;
+        let entries = [
+            reading(2.0, e0),
+            reading(8_002.0, e0 + 8_000.0),
+            // Stepped 30 s forward between these two readings.
+            reading(9_002.0, e0 + 39_000.0),
+        ];
+        let readings = server_clock_readings(&entries);
+        let on_run = |epoch| server_time_on_run_clock(&readings, epoch).unwrap();
+        assert_eq!(on_run(e0 + 500.0), 501.0);
+        assert_eq!(on_run(e0 + 8_100.0), 8_101.0);
+        assert_eq!(on_run(e0 + 39_100.0), 9_101.0);
+        // Before the first reading: by the first reading.
+        assert_eq!(on_run(e0 - 100.0), -99.0);
+        assert_eq!(server_time_on_run_clock(&[], e0), None);
     }
 
     #[test]

@@ -186,3 +186,56 @@ async fn the_naive_replica_fails_exactly_the_clauses_it_breaks() {
 ///   the lock past 4T;
 /// - RUN-6: SIGTERM closes without unlocking.
 const NAIVE_FAILS: [&str; 6] = ["DEM-1", "DEM-2", "ISL-1", "ORPH-2", "RUN-5", "RUN-6"];
+
+/// A scenario file's own `cmd` runs that replica as another program (a rolling upgrade):
+/// in `rolling-upgrade`, r3 is the Python replica (level 1: no event stream; its own log lines),
+/// r1 and r2 the harness's own; the run's checks go by the lowest level, and it passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_a_cmd_of_its_own_runs_that_program() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("implementations/rolling");
+    let opts = RunOptions {
+        t: T,
+        seed: SEED,
+        out: out.clone(),
+        program: Program::Ours(ours()),
+        images: harness::topology::Images::from_env(),
+        slack: SLACK,
+        repeat: 1,
+    };
+    let file = repo().join("scenarios/rolling-upgrade.toml");
+    let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let outcome = run(&scenario, &opts).await.expect("the run completes");
+    let report = Report::new(200, SEED, 0.0, vec![outcome.source.clone()]);
+    assert_eq!(failures(&report), "");
+    let started: Vec<&str> = (outcome.entries.iter())
+        .filter_map(|e| match &e.what {
+            harness::timeline::What::Replica { replica, event } => {
+                matches!(event, harness::event::ReplicaEvent::Started { .. })
+                    .then_some(replica.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        started.contains(&"r1") && started.contains(&"r2"),
+        "{started:?}"
+    );
+    assert!(
+        !started.contains(&"r3"),
+        "r3 runs the Python replica: {started:?}"
+    );
+    let dir = out.join(opts.evidence_dir(&scenario.name));
+    let log = std::fs::read_to_string(dir.join("replica-r3.log")).expect("r3's log");
+    // The Python replica's log lines (`<time> INFO r3: ...`), not the harness's tracing lines.
+    assert!(log.contains(" INFO r3: "), "{log}");
+    assert!(!log.contains("harness::replica"), "{log}");
+    // The checks go by r3's level: the overlap of two leaders needs the event stream.
+    let overlap = (outcome.source.checks.iter())
+        .find(|c| c.name == "overlap of two leaders")
+        .expect("the overlap check");
+    assert_eq!(
+        overlap.needs,
+        Some(harness::level::Need::Level(Level::Events))
+    );
+    assert_eq!(overlap.verdict, harness::check::Verdict::Unknown);
+}

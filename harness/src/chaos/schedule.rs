@@ -192,6 +192,7 @@ fn replicas(p: &Params) -> BTreeMap<String, ReplicaDecl> {
             let decl = ReplicaDecl {
                 path: path.unwrap_or_default(),
                 args: if p.ours { args } else { Vec::new() },
+                ..ReplicaDecl::default()
             };
             (format!("r{i}"), decl)
         })

@@ -1,7 +1,7 @@
 //! A scenario's own expectations (`[[expect]]` in its file), decided over the run's facts:
 //! its timeline, its `leader_work` rows, the moments its steps named, and its replicas' logs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -174,7 +174,13 @@ pub struct Facts<'a> {
     pub logs: &'a BTreeMap<String, ReplicaLog>,
     /// The bounds.
     pub bounds: Bounds,
+    /// The replicas that reach the server through PgBouncer, which holds their queries while
+    /// the server is down.
+    pub pooled: &'a BTreeSet<String>,
 }
+
+/// No replica behind PgBouncer ([`Facts::pooled`]).
+pub static NONE_POOLED: BTreeSet<String> = BTreeSet::new();
 
 impl Facts<'_> {
     /// When the timeline ends (ms since the start).
@@ -645,6 +651,7 @@ mod tests {
                 sample: ms(20),
                 slack: ms(40),
             },
+            pooled: &NONE_POOLED,
         }
     }
 

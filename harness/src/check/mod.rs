@@ -342,7 +342,7 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
         checks.push((
             Level::Events,
-            work_only_from_leader(entries, facts.rows, end_ms, b),
+            work_only_from_leader(entries, facts.rows, end_ms, b, facts.pooled),
         ));
     }
     checks
@@ -730,8 +730,15 @@ fn held_by_its_link(
     spans: &BTreeMap<String, Vec<(f64, f64)>>,
     faults: &[crate::timeline::FaultSpan],
     b: &Bounds,
+    pooled: bool,
 ) -> bool {
     let pad = ms_of(b.slack + b.sample);
+    // A pooler tries a server that was down again only after its login retry.
+    let retry = if pooled {
+        ms_of(crate::topology::POOLER_LOGIN_RETRY)
+    } else {
+        0.0
+    };
     let Some(last_end) = (spans.get(&row.replica).into_iter().flatten())
         .filter(|(_, z)| *z <= row.t_ms)
         .map(|(_, z)| *z)
@@ -742,11 +749,12 @@ fn held_by_its_link(
     faults.iter().any(|f| {
         let on_link = matches!(f.verb, Verb::Partition | Verb::Stall | Verb::Latency)
             && f.target == row.replica;
-        let server_down = matches!(f.verb, Verb::StopServer | Verb::RestartServer);
+        let server_down = pooled && matches!(f.verb, Verb::StopServer | Verb::RestartServer);
+        let held_after = if server_down { retry } else { 0.0 };
         (on_link || server_down)
             && f.applied_ms <= last_end + pad
             && f.lifted_ms
-                .is_none_or(|l| row.t_ms <= l + ms_of(b.max_overlap()) + pad)
+                .is_none_or(|l| row.t_ms <= l + held_after + ms_of(b.max_overlap()) + pad)
     })
 }
 
@@ -758,6 +766,7 @@ pub fn work_only_from_leader(
     rows: &[WorkRow],
     end_ms: f64,
     b: &Bounds,
+    pooled: &BTreeSet<String>,
 ) -> Check {
     let spans = leadership_spans(entries, end_ms);
     let windows = overlaps(&spans);
@@ -772,7 +781,10 @@ pub fn work_only_from_leader(
         let in_overlap = windows
             .iter()
             .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack);
-        if !led && !in_overlap && held_by_its_link(row, &spans, &faults, b) {
+        if !led
+            && !in_overlap
+            && held_by_its_link(row, &spans, &faults, b, pooled.contains(&row.replica))
+        {
             held += 1;
         } else if !led && !in_overlap {
             bad.push(format!(
@@ -940,6 +952,7 @@ pub fn probe_names(entries: &[Entry]) -> Check {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::fault::FaultRecord;
 
     /// A fault entry: `verb` on `target` applied (or, with `lifted`, lifted) at `t_ms`.
     pub(crate) fn fault(t_ms: f64, verb: Verb, target: &str, lifted: bool) -> Entry {
@@ -1272,12 +1285,12 @@ pub(crate) mod tests {
         };
         let good = [row("a", 100.0), row("b", 700.0)];
         assert_eq!(
-            work_only_from_leader(&tl, &good, 1000.0, &bounds()).verdict,
+            work_only_from_leader(&tl, &good, 1000.0, &bounds(), &BTreeSet::new()).verdict,
             Verdict::Valid
         );
         let bad = [row("b", 200.0)];
         assert_eq!(
-            work_only_from_leader(&tl, &bad, 1000.0, &bounds()).verdict,
+            work_only_from_leader(&tl, &bad, 1000.0, &bounds(), &BTreeSet::new()).verdict,
             Verdict::Invalid
         );
     }
@@ -1297,7 +1310,7 @@ pub(crate) mod tests {
             ev(300.0, "a", demoted(1)),
             fault(900.0, Verb::Stall, true),
         ];
-        let c = work_only_from_leader(&stalled, &[row(950.0)], 2000.0, &bounds());
+        let c = work_only_from_leader(&stalled, &[row(950.0)], 2000.0, &bounds(), &BTreeSet::new());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
         assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
         // Queued in a pooler through a server stop that began in the term.
@@ -1307,7 +1320,13 @@ pub(crate) mod tests {
             ev(300.0, "a", demoted(1)),
             super::tests::fault(900.0, Verb::StopServer, "postgres", true),
         ];
-        let c = work_only_from_leader(&stopped, &[row(950.0)], 2000.0, &bounds());
+        let c = work_only_from_leader(
+            &stopped,
+            &[row(950.0)],
+            2000.0,
+            &bounds(),
+            &BTreeSet::from(["a".to_owned()]),
+        );
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
         // A stop that began after the term ended held nothing of it.
         let after = vec![
@@ -1316,10 +1335,100 @@ pub(crate) mod tests {
             super::tests::fault(600.0, Verb::StopServer, "postgres", false),
             super::tests::fault(900.0, Verb::StopServer, "postgres", true),
         ];
-        let c = work_only_from_leader(&after, &[row(950.0)], 2000.0, &bounds());
+        let c = work_only_from_leader(&after, &[row(950.0)], 2000.0, &bounds(), &BTreeSet::new());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
         let clean = vec![ev(0.0, "a", acquired(1)), ev(300.0, "a", demoted(1))];
-        let c = work_only_from_leader(&clean, &[row(950.0)], 2000.0, &bounds());
+        let c = work_only_from_leader(&clean, &[row(950.0)], 2000.0, &bounds(), &BTreeSet::new());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// CI chaos seed 9 (r2 behind PgBouncer in session mode): r2's term ended at 12 193 ms in a
+    /// server restart that began at 12 083 and was back at 13 205; PgBouncer held r2's INSERT
+    /// through it and ran it at 13 378. A later restart (15 993) had replaced the first one's
+    /// opening on the timeline, and the first was never lifted there: the held write counted
+    /// against LOOP-1. Each restart is put on the history as the runner puts it
+    /// ([`FaultRecord::marks`]).
+    #[test]
+    fn a_write_held_through_an_earlier_server_restart_is_counted_apart() {
+        let restart = |start: u64, end: u64| FaultRecord {
+            verb: Verb::RestartServer,
+            target: "postgres".into(),
+            lifted: false,
+            label: "restart PostgreSQL".into(),
+            start: Duration::from_millis(start),
+            end: Duration::from_millis(end),
+        };
+        let marks = |r: &FaultRecord| -> Vec<Entry> {
+            (r.marks().into_iter())
+                .map(|(at, lifted)| fault(at.as_secs_f64() * 1000.0, r.verb, &r.target, lifted))
+                .collect()
+        };
+        let mut h = vec![ev(11_590.0, "a", acquired(4))];
+        h.extend(marks(&restart(12_083, 13_205)));
+        h.push(ev(12_193.0, "a", demoted(4)));
+        h.extend(marks(&restart(15_993, 17_100)));
+        h.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        let row = |t_ms| WorkRow {
+            loop_name: "approvals-expire".into(),
+            replica: "a".into(),
+            term: 4,
+            t_ms,
+        };
+        let c = work_only_from_leader(
+            &h,
+            &[row(13_378.0)],
+            20_000.0,
+            &bounds(),
+            &BTreeSet::from(["a".to_owned()]),
+        );
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
+        // Well after the server was back (more than the login retry and the overlap bound): not
+        // held by it.
+        let c = work_only_from_leader(
+            &h,
+            &[row(15_000.0)],
+            20_000.0,
+            &bounds(),
+            &BTreeSet::from(["a".to_owned()]),
+        );
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// Chaos seed 9 again: r2 (behind PgBouncer) demoted at 38 484 ms in a server restart
+    /// whose call returned at 39 720 ms, and its INSERTs landed at 40 522 and 40 581: PgBouncer
+    /// had failed a login while the server was down and tried again only after its
+    /// `server_login_retry` (1 s). A direct replica's connection dies with the server: nothing
+    /// of its is held.
+    #[test]
+    fn a_pooler_holds_a_write_through_a_restart_until_its_login_retry() {
+        let mut h = vec![ev(38_032.0, "a", acquired(2))];
+        h.push(fault(38_317.0, Verb::RestartServer, "postgres", false));
+        h.push(ev(38_484.0, "a", demoted(2)));
+        h.push(fault(39_720.0, Verb::RestartServer, "postgres", true));
+        let row = WorkRow {
+            loop_name: "authz-outbox-consumer".into(),
+            replica: "a".into(),
+            term: 2,
+            t_ms: 40_581.0,
+        };
+        let pooled = BTreeSet::from(["a".to_owned()]);
+        let c = work_only_from_leader(&h, std::slice::from_ref(&row), 50_000.0, &bounds(), &pooled);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
+        let direct = BTreeSet::new();
+        let early = WorkRow {
+            t_ms: 39_800.0,
+            ..row.clone()
+        };
+        let c = work_only_from_leader(&h, &[early], 50_000.0, &bounds(), &direct);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        // Past the login retry and the overlap bound after the server was back: not held.
+        let late = WorkRow {
+            t_ms: 41_500.0,
+            ..row
+        };
+        let c = work_only_from_leader(&h, &[late], 50_000.0, &bounds(), &pooled);
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 

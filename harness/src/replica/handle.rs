@@ -731,6 +731,9 @@ fn command(program: &Program, spec: &ReplicaSpec) -> anyhow::Result<Command> {
             let argv = template.argv_for(&values);
             let mut cmd = Command::new(&argv[0]);
             cmd.args(&argv[1..]);
+            if let Some(dir) = &template.dir {
+                cmd.current_dir(dir);
+            }
             cmd
         }
     };

@@ -52,6 +52,9 @@ pub struct Command {
     pub argv: Vec<String>,
     /// What it lets the harness observe.
     pub level: Level,
+    /// The folder it runs in (`None`: the harness's): a scenario file's own commands run in
+    /// the file's folder, so their relative paths hold wherever the harness is started.
+    pub dir: Option<PathBuf>,
 }
 
 impl Command {
@@ -75,7 +78,19 @@ impl Command {
                 );
             }
         }
-        Ok(Command { argv, level })
+        Ok(Command {
+            argv,
+            level,
+            dir: None,
+        })
+    }
+
+    /// The same command, run in `dir`.
+    pub fn in_dir(self, dir: impl Into<PathBuf>) -> Command {
+        Command {
+            dir: Some(dir.into()),
+            ..self
+        }
     }
 
     /// The command line for one replica, placeholders replaced.

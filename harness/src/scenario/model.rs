@@ -4,7 +4,7 @@
 //! expectations.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +12,7 @@ use crate::check::{Expectation, Invariants};
 use crate::fault::Verb;
 use crate::level::{Level, Need};
 use crate::replica::control::{LoopMode, WorkerMode};
+use crate::replica::program::{Command, Program};
 use crate::snapshot::Story;
 pub use crate::span::Span;
 use crate::topology::ReplicaPath;
@@ -50,6 +51,40 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Each replica's program: its own `cmd`, else the run's `program`.
+    ///
+    /// # Errors
+    /// A replica's `cmd` is not a valid command template.
+    pub fn programs(&self, program: &Program) -> anyhow::Result<BTreeMap<String, Program>> {
+        let dir = self.file.parent().unwrap_or(Path::new("."));
+        (self.replicas.iter())
+            .map(|(name, d)| {
+                let p = d.program(program, dir);
+                Ok((
+                    name.clone(),
+                    p.map_err(|e| anyhow::anyhow!("replica {name}: {e}"))?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The replicas that reach the server through PgBouncer (either mode).
+    pub fn pooled(&self) -> std::collections::BTreeSet<String> {
+        (self.replicas.iter())
+            .filter(|(_, d)| !matches!(d.path, DbPath::Direct | DbPath::None))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// What the run can observe of every replica when the run's program is `program`: the
+    /// lowest level of their programs, and whether all of them are the harness's own replica.
+    pub fn observes(&self, program: &Program) -> (Level, bool) {
+        let programs = self.programs(program).unwrap_or_default();
+        let level = (programs.values().map(Program::level)).min();
+        let ours = programs.values().all(Program::is_ours);
+        (level.unwrap_or(program.level()), ours && program.is_ours())
+    }
+
     /// What its steps and replicas need of the replica program, beyond level 0: the harness's
     /// own replica for replica flags (`args`) and control steps (its `/control`), level 1 for a
     /// wait on readiness. `None`: any program can play it. (Its checks each need a level of
@@ -146,6 +181,28 @@ pub struct ReplicaDecl {
     /// Extra flags for `harness replica`, e.g. `["--pool-max-lifetime-ms", "50"]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// A program of its own instead of the run's: a command template as `--replica-cmd`
+    /// takes it, run in the scenario file's folder (a rolling upgrade: an old build and a new
+    /// one side by side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    /// The contract level `cmd` meets (default 1, as `--replica-level`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+}
+
+impl ReplicaDecl {
+    /// The program this replica runs: its own `cmd` (run in `dir`), else the run's `program`.
+    ///
+    /// # Errors
+    /// `cmd` is not a valid command template ([`Command::parse`]).
+    pub fn program(&self, program: &Program, dir: &Path) -> anyhow::Result<Program> {
+        let Some(cmd) = &self.cmd else {
+            return Ok(program.clone());
+        };
+        let level = self.level.unwrap_or(Level::Metrics);
+        Ok(Program::External(Command::parse(cmd, level)?.in_dir(dir)))
+    }
 }
 
 fn is_direct(p: &DbPath) -> bool {

@@ -336,10 +336,10 @@ impl DockerServices {
                         .with_env_var("POOL_MODE", mode.setting())
                         .with_env_var("DEFAULT_POOL_SIZE", mode.pool_size().to_string())
                         .with_env_var("AUTH_TYPE", "scram-sha-256")
-                        // After a server stop, PgBouncer refuses every login for this long
-                        // (default 15 s, 75T at T = 200 ms): a replica restarted meanwhile
-                        // could not start. One second keeps a restart within the chaos round.
-                        .with_env_var("SERVER_LOGIN_RETRY", "1")
+                        .with_env_var(
+                            "SERVER_LOGIN_RETRY",
+                            super::POOLER_LOGIN_RETRY.as_secs().to_string(),
+                        )
                         .with_env_var("LISTEN_PORT", POSTGRES_PORT.to_string())
                         .with_network(network)
                         .with_container_name(&name)

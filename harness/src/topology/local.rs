@@ -526,13 +526,14 @@ impl LocalServices {
                 "[databases]\n{DATABASE} = host=127.0.0.1 port={pg} user={USER} password={password}\n\
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
                  auth_type = scram-sha-256\nauth_file = {users}\npool_mode = {setting}\n\
-                 max_client_conn = 200\ndefault_pool_size = {size}\nserver_login_retry = 1\n\
+                 max_client_conn = 200\ndefault_pool_size = {size}\nserver_login_retry = {retry}\n\
                  ignore_startup_parameters = extra_float_digits,options\nlogfile =\npidfile =\n",
                 pg = self.postgres_port,
                 password = password(),
                 users = self.dir.join("userlist.txt").display(),
                 setting = mode.setting(),
                 size = mode.pool_size(),
+                retry = super::POOLER_LOGIN_RETRY.as_secs(),
             ),
         )?;
         chown_tree(&ini, self.run_as)?;

@@ -110,6 +110,12 @@ fn redact_key_values(text: &str) -> String {
 pub const POSTGRES_PORT: u16 = 5432;
 /// The observer's `application_name`.
 pub const OBSERVER_APP: &str = "elector-harness-observer";
+
+/// PgBouncer's `server_login_retry` in every topology: after a failed login (the server down),
+/// it waits this long before it tries the server again, and holds its clients' queries
+/// meanwhile (default 15 s, 75T at T = 200 ms: a replica restarted meanwhile could not start;
+/// one second keeps a restart within a chaos round).
+pub const POOLER_LOGIN_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long [`Observer`] and the server verbs wait for PostgreSQL to accept connections.
 pub const READY_LIMIT: Duration = Duration::from_secs(30);
 

@@ -109,7 +109,7 @@ impl UpArgs {
                 let path = DbPath::from(self.paths.get(i).copied().unwrap_or_default());
                 let decl = ReplicaDecl {
                     path,
-                    args: Vec::new(),
+                    ..ReplicaDecl::default()
                 };
                 (format!("r{}", i + 1), decl)
             })

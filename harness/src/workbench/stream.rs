@@ -185,6 +185,7 @@ impl Watch {
             marks: &marks,
             logs: &logs,
             bounds: self.bounds,
+            pooled: &check::expect::NONE_POOLED,
         };
         let checks = check::scenario(&[], check::Invariants::All, &[], &[], &facts, self.level);
         for c in checks {
@@ -263,7 +264,7 @@ impl Narration {
                 format!("pg_locks: {replica}'s lock went with its session (backend {pid} gone)")
             }),
             What::Readiness { status, failing } => self.readiness(status, failing),
-            What::Probes { .. } => None,
+            What::Probes { .. } | What::ServerClock { .. } => None,
         }
     }
 

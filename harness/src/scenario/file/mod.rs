@@ -298,6 +298,8 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::level::Level;
+    use crate::replica::program::Program;
     use crate::scenario::model::DbPath;
     use std::time::Duration;
 
@@ -410,6 +412,53 @@ clause = "DEM-2"
             }
         }
         assert!(n >= 15, "only {n} scenario files in {}", dir.display());
+    }
+
+    #[test]
+    fn a_replica_of_its_own_program_is_checked_and_runs_in_the_files_folder() {
+        let own = |decl: &str| GOOD.replace("r2 = {}", &format!("r2 = {decl}"));
+        let s = parse(&own(
+            r#"{ cmd = "python3 ../r.py --listen {listen}", level = 0 }"#,
+        ))
+        .unwrap();
+        let run = Program::Ours("harness".into());
+        let programs = s.programs(&run).unwrap();
+        assert_eq!(programs["r1"], run);
+        let Program::External(c) = &programs["r2"] else {
+            panic!("r2 runs its own cmd: {programs:?}");
+        };
+        assert_eq!(c.level, Level::Process);
+        assert_eq!(c.dir.as_deref(), Some(Path::new("scenarios")));
+        assert_eq!(s.observes(&run), (Level::Process, false));
+        let level_1 = parse(&own(r#"{ cmd = "./r" }"#)).unwrap();
+        assert_eq!(level_1.observes(&run).0, Level::Metrics);
+        for (decl, needle) in [
+            (r#"{ cmd = "./r {port" }"#, ""),
+            (
+                r#"{ cmd = "./r {colour}" }"#,
+                "unknown placeholder {colour}",
+            ),
+            (r#"{ cmd = "'./r" }"#, "cmd:"),
+            (
+                r#"{ cmd = "./r", args = ["--verify-lock"] }"#,
+                "takes its flags in the cmd",
+            ),
+            (r#"{ level = 1 }"#, "give the cmd"),
+            (
+                r#"{ cmd = "./r", level = 7 }"#,
+                "the contract's levels are 0, 1, 2 and 3",
+            ),
+        ] {
+            let parsed = parse(&own(decl));
+            if needle.is_empty() {
+                // A `{` with no closing brace is kept as it is.
+                assert!(parsed.is_ok(), "{decl}");
+                continue;
+            }
+            let e = parsed.unwrap_err();
+            assert_eq!(e.line, 7, "{e}");
+            assert!(e.message.contains(needle), "{decl}: {e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@ use super::{word, ControlToml, ExpectToml, FileToml, Located, StepToml};
 use crate::check::expect::{Expect, Expectation, Who};
 use crate::clauses;
 use crate::fault::{Subject, Verb};
+use crate::level::Level;
+use crate::replica::program::Command;
 use crate::scenario::model::{Control, Latency, ReplicaDecl, Scenario, Step, Target};
 
 fn at<T>(span: Range<usize>, message: String) -> Result<T, Located> {
@@ -34,6 +36,24 @@ pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> 
             RESERVED.join(", ")
         );
         return at(name.span(), message);
+    }
+    for (name, decl) in &replicas {
+        let bad = |message: String| {
+            at(
+                name.span(),
+                format!("replica {:?}: {message}", name.as_ref()),
+            )
+        };
+        if let Some(cmd) = &decl.cmd {
+            if let Err(e) = Command::parse(cmd, Level::Metrics) {
+                return bad(format!("cmd: {e}"));
+            }
+            if !decl.args.is_empty() {
+                return bad("args are flags of the harness's own replica; a replica with a cmd of its own takes its flags in the cmd".into());
+            }
+        } else if decl.level.is_some() {
+            return bad("level is the level of a cmd: give the cmd, or leave level out".into());
+        }
     }
     let mut reader = Reader {
         replicas: (replicas.into_iter())

@@ -10,6 +10,7 @@ use crate::check::expect::{Awaited, Expect, Expectation, Who};
 use crate::check::Invariants;
 use crate::event::EventKind;
 use crate::fault::{Subject, Verb};
+use crate::level::Level;
 use crate::replica::control::{LoopMode, WorkerMode};
 use crate::scenario::model::{
     Control, DbPath, Latency, ReplicaDecl, Scenario, Span, Step, Target, WaitFor,
@@ -129,9 +130,22 @@ impl Gen {
         let mut replicas = BTreeMap::new();
         for i in 0..self.rng.usize(1..5) {
             let name = format!("{}{i}", self.pick(&["r", "replica one", "r.x", "ü"]));
+            let args: Vec<String> = (0..self.rng.usize(0..3)).map(|_| self.text()).collect();
+            // A replica with a cmd of its own takes no args, and a level only with a cmd.
+            let cmd = (args.is_empty() && self.rng.bool()).then(|| {
+                self.pick(&[
+                    "python3 'my replica.py' --listen {listen}",
+                    "./r --t={interval_ms} --name \"{name}\" {{literal}}",
+                    "ü",
+                ])
+                .to_owned()
+            });
+            let level = (cmd.is_some() && self.rng.bool()).then(|| self.pick(&Level::ALL));
             let decl = ReplicaDecl {
                 path: self.pick(&paths),
-                args: (0..self.rng.usize(0..3)).map(|_| self.text()).collect(),
+                args,
+                cmd,
+                level,
             };
             replicas.insert(name, decl);
         }

@@ -136,7 +136,7 @@ impl Session {
             bounds,
             began,
             played: 0,
-            level: opts.program.level(),
+            level: scenario.observes(&opts.program).0,
         })
     }
 
@@ -229,12 +229,14 @@ impl Session {
         let (stage, marks) = self.player.into_parts();
         let (entries, rows) = stage.stop().await;
         let logs = self.evidence.read_logs(scenario.replicas.keys());
+        let pooled = scenario.pooled();
         let facts = Facts {
             entries: &entries,
             rows: &rows,
             marks: &marks,
             logs: &logs,
             bounds: self.bounds,
+            pooled: &pooled,
         };
         let checks = check::scenario(
             &scenario.clauses,

@@ -18,7 +18,7 @@ use crate::replica::program::Program;
 use crate::replica::{ReplicaProcess, ReplicaSpec};
 use crate::report::evidence::Evidence;
 use crate::scenario::model::{DbPath, Scenario};
-use crate::timeline::{Entry, Timeline, What};
+use crate::timeline::{server_clock_readings, server_time_on_run_clock, Entry, Timeline, What};
 use crate::topology::{Observer, Topology, TopologyConfig};
 
 /// The running system of one scenario.
@@ -30,14 +30,6 @@ pub(super) struct Stage {
     pub(super) samplers: Samplers,
     pub(super) timeline: Timeline,
     every: Duration,
-    clock: DbClock,
-}
-
-/// The database's clock against the run's: `leader_work` rows carry the server's time.
-struct DbClock {
-    /// The server's epoch seconds when the run's clock read `offset_ms`.
-    epoch0: f64,
-    offset_ms: f64,
 }
 
 /// A free TCP port on loopback for a replica's HTTP server, so it keeps its URL across restarts.
@@ -77,11 +69,12 @@ impl Stage {
         let (specs, targets) = specs(scenario, &topology, t, tick, evidence).await?;
         // The run's clock starts as the replicas start; DB times are mapped onto it.
         let run_start = Instant::now();
-        let clock = DbClock::read(&observer, run_start).await?;
-        let replicas = spawn(program, specs).await?;
         let timeline = Timeline::starting_at(run_start);
+        read_server_clock(&observer, &timeline).await?;
+        let programs = scenario.programs(program)?;
+        let replicas = spawn(&programs, specs).await?;
         let every = (t / 10).max(Duration::from_millis(10));
-        let http = program.level() >= Level::Metrics;
+        let http = scenario.observes(program).0 >= Level::Metrics;
         let samplers = Samplers::start(&timeline, observer.clone(), targets, (every, t / 2), http);
         Ok(Stage {
             nemesis: Nemesis::new(&topology, run_start),
@@ -91,7 +84,6 @@ impl Stage {
             samplers,
             timeline,
             every,
-            clock,
         })
     }
 
@@ -122,9 +114,10 @@ impl Stage {
                 (self.timeline).record_at(ev.at, What::Replica { replica, event });
             }
         }
-        let rows = self.clock.work_rows(&self.observer).await;
+        let entries = self.timeline.entries();
+        let rows = work_rows(&self.observer, &entries).await;
         self.topology.shutdown().await;
-        (self.timeline.entries(), rows)
+        (entries, rows)
     }
 }
 
@@ -169,14 +162,15 @@ async fn specs(
     Ok((specs, targets))
 }
 
-/// Starts every replica at once.
+/// Starts every replica at once, each with its program.
 async fn spawn(
-    program: &Program,
+    programs: &BTreeMap<String, Program>,
     specs: Vec<ReplicaSpec>,
 ) -> anyhow::Result<BTreeMap<String, ReplicaProcess>> {
-    let spawned = futures::future::join_all(
-        (specs.into_iter()).map(|s| ReplicaProcess::spawn_program(program.clone(), s)),
-    )
+    let spawned = futures::future::join_all((specs.into_iter()).map(|s| {
+        let program = programs[&s.name].clone();
+        ReplicaProcess::spawn_program(program, s)
+    }))
     .await;
     let mut replicas = BTreeMap::new();
     for p in spawned {
@@ -186,28 +180,39 @@ async fn spawn(
     Ok(replicas)
 }
 
-impl DbClock {
-    async fn read(observer: &Observer, run_start: Instant) -> anyhow::Result<DbClock> {
-        let epoch0: f64 = observer
-            .query("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
-            .await?[0]
-            .get(0);
-        let offset_ms = Instant::now().duration_since(run_start).as_secs_f64() * 1000.0;
-        Ok(DbClock { epoch0, offset_ms })
-    }
+/// Reads the server's clock once, onto the timeline ([`What::ServerClock`]): the run's first
+/// reading, before any replica writes (the samplers take the others).
+async fn read_server_clock(observer: &Observer, timeline: &Timeline) -> anyhow::Result<()> {
+    let asked = Instant::now();
+    let epoch_ms: f64 = observer
+        .query(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8",
+            &[],
+        )
+        .await?
+        .first()
+        .context("the server's clock: no row")?
+        .try_get(0)?;
+    let asked_ms = timeline.offset(asked).as_secs_f64() * 1000.0;
+    timeline.record(What::ServerClock { epoch_ms, asked_ms });
+    Ok(())
+}
 
-    /// The `leader_work` rows, on the run's clock (none when the table cannot be read).
-    async fn work_rows(&self, observer: &Observer) -> Vec<WorkRow> {
-        let sql = "SELECT loop_name, replica, term, extract(epoch FROM at)::float8 \
-                   FROM leader_work ORDER BY id";
-        let rows = observer.query(sql, &[]).await.unwrap_or_default();
-        rows.iter()
-            .map(|r| WorkRow {
+/// The `leader_work` rows, on the run's clock by the server's clock readings in `entries`
+/// ([`server_time_on_run_clock`]); none when the table cannot be read.
+async fn work_rows(observer: &Observer, entries: &[Entry]) -> Vec<WorkRow> {
+    let sql = "SELECT loop_name, replica, term, (extract(epoch FROM at) * 1000)::float8 \
+               FROM leader_work ORDER BY id";
+    let rows = observer.query(sql, &[]).await.unwrap_or_default();
+    let readings = server_clock_readings(entries);
+    rows.iter()
+        .filter_map(|r| {
+            Some(WorkRow {
                 loop_name: r.get(0),
                 replica: r.get(1),
                 term: r.get(2),
-                t_ms: (r.get::<_, f64>(3) - self.epoch0) * 1000.0 + self.offset_ms,
+                t_ms: server_time_on_run_clock(&readings, r.get::<_, f64>(3))?,
             })
-            .collect()
-    }
+        })
+        .collect()
 }

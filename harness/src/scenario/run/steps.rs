@@ -221,18 +221,19 @@ impl Player {
         })
     }
 
-    /// Puts a fault record on the timeline, at the moment it took effect
-    /// ([`FaultRecord::took_effect`]).
+    /// Puts a fault record on the timeline where it belongs ([`FaultRecord::marks`]).
     fn record(&self, r: &FaultRecord) {
         let timeline = &self.stage.timeline;
-        timeline.record_at(
-            timeline.start() + r.took_effect(),
-            What::Fault {
-                verb: r.verb,
-                target: r.target.clone(),
-                lifted: r.lifted,
-            },
-        );
+        for (at, lifted) in r.marks() {
+            timeline.record_at(
+                timeline.start() + at,
+                What::Fault {
+                    verb: r.verb,
+                    target: r.target.clone(),
+                    lifted,
+                },
+            );
+        }
     }
 
     /// The replica a target names now: the leader by pg_locks, a running standby chosen with the
