@@ -344,29 +344,44 @@ async fn sample_locks(sink: Sink, observer: Arc<Observer>, every: Duration) {
     }
 }
 
-/// Reads the server's clock every `every` ([`What::ServerClock`]); an answer that took longer
-/// than `every` places nothing precisely and is dropped, as is a failure (a server restart).
+/// Reads the server's clock once onto `timeline` ([`What::ServerClock`]), unless the answer took
+/// longer than `within` (it then places nothing precisely). The stage takes the run's first
+/// reading with it, before any replica writes; the sampler the others.
+///
+/// # Errors
+/// The query failed (a server restart) or answered no number.
+pub async fn read_server_clock(
+    observer: &Observer,
+    timeline: &Timeline,
+    within: Option<Duration>,
+) -> anyhow::Result<()> {
+    const SQL: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8";
+    let asked = tokio::time::Instant::now();
+    let rows = observer.query(SQL, &[]).await?;
+    let epoch_ms: f64 = (rows.first())
+        .ok_or_else(|| anyhow::anyhow!("the server's clock: no row"))?
+        .try_get(0)?;
+    if within.is_none_or(|w| asked.elapsed() <= w) {
+        let asked_ms = timeline.offset(asked).as_secs_f64() * 1000.0;
+        timeline.record(What::ServerClock { epoch_ms, asked_ms });
+    }
+    Ok(())
+}
+
+/// Reads the server's clock every `every` ([`read_server_clock`]); a failed reading (a server
+/// restart) is skipped.
 async fn sample_server_clock(
     timeline: Timeline,
     token: CancellationToken,
     observer: Arc<Observer>,
     every: Duration,
 ) {
-    const SQL: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8";
     let mut tick = sampling_interval(every);
     while !token.is_cancelled() {
         tokio::select! { () = token.cancelled() => break, _ = tick.tick() => {} }
-        let asked = tokio::time::Instant::now();
-        let answer = tokio::select! {
+        tokio::select! {
             () = token.cancelled() => break,
-            r = observer.query(SQL, &[]) => r,
-        };
-        let Some(epoch_ms) = answer.ok().and_then(|rows| rows.first()?.try_get(0).ok()) else {
-            continue;
-        };
-        if asked.elapsed() <= every {
-            let asked_ms = timeline.offset(asked).as_secs_f64() * 1000.0;
-            timeline.record(What::ServerClock { epoch_ms, asked_ms });
+            _ = read_server_clock(&observer, &timeline, Some(every)) => {}
         }
     }
 }

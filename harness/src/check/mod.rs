@@ -733,12 +733,6 @@ fn held_by_its_link(
     pooled: bool,
 ) -> bool {
     let pad = ms_of(b.slack + b.sample);
-    // A pooler tries a server that was down again only after its login retry.
-    let retry = if pooled {
-        ms_of(crate::topology::POOLER_LOGIN_RETRY)
-    } else {
-        0.0
-    };
     let Some(last_end) = (spans.get(&row.replica).into_iter().flatten())
         .filter(|(_, z)| *z <= row.t_ms)
         .map(|(_, z)| *z)
@@ -750,7 +744,12 @@ fn held_by_its_link(
         let on_link = matches!(f.verb, Verb::Partition | Verb::Stall | Verb::Latency)
             && f.target == row.replica;
         let server_down = pooled && matches!(f.verb, Verb::StopServer | Verb::RestartServer);
-        let held_after = if server_down { retry } else { 0.0 };
+        // A pooler tries a server that was down again only after its login retry.
+        let held_after = if server_down {
+            ms_of(crate::topology::POOLER_LOGIN_RETRY)
+        } else {
+            0.0
+        };
         (on_link || server_down)
             && f.applied_ms <= last_end + pad
             && f.lifted_ms

@@ -79,10 +79,9 @@ impl Scenario {
     /// What the run can observe of every replica when the run's program is `program`: the
     /// lowest level of their programs, and whether all of them are the harness's own replica.
     pub fn observes(&self, program: &Program) -> (Level, bool) {
-        let programs = self.programs(program).unwrap_or_default();
-        let level = (programs.values().map(Program::level)).min();
-        let ours = programs.values().all(Program::is_ours);
-        (level.unwrap_or(program.level()), ours && program.is_ours())
+        let level = (self.replicas.values().map(|d| d.level_with(program))).min();
+        let ours = (self.replicas.values()).all(|d| d.cmd.is_none()) && program.is_ours();
+        (level.unwrap_or(program.level()), ours)
     }
 
     /// What its steps and replicas need of the replica program, beyond level 0: the harness's
@@ -200,8 +199,17 @@ impl ReplicaDecl {
         let Some(cmd) = &self.cmd else {
             return Ok(program.clone());
         };
-        let level = self.level.unwrap_or(Level::Metrics);
+        let level = self.level_with(program);
         Ok(Program::External(Command::parse(cmd, level)?.in_dir(dir)))
+    }
+
+    /// The contract level of the program it runs: its `cmd`'s `level` (default 1, as
+    /// `--replica-level`), else the run's `program`'s.
+    pub fn level_with(&self, program: &Program) -> Level {
+        match &self.cmd {
+            Some(_) => self.level.unwrap_or(Level::Metrics),
+            None => program.level(),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use crate::check::WorkRow;
 use crate::event::WORK_TABLE_DDL;
 use crate::fault::Nemesis;
 use crate::level::Level;
-use crate::observe::{Samplers, Target};
+use crate::observe::{read_server_clock, Samplers, Target};
 use crate::replica::program::Program;
 use crate::replica::{ReplicaProcess, ReplicaSpec};
 use crate::report::evidence::Evidence;
@@ -70,7 +70,7 @@ impl Stage {
         // The run's clock starts as the replicas start; DB times are mapped onto it.
         let run_start = Instant::now();
         let timeline = Timeline::starting_at(run_start);
-        read_server_clock(&observer, &timeline).await?;
+        read_server_clock(&observer, &timeline, None).await?;
         let programs = scenario.programs(program)?;
         let replicas = spawn(&programs, specs).await?;
         let every = (t / 10).max(Duration::from_millis(10));
@@ -178,24 +178,6 @@ async fn spawn(
         replicas.insert(p.name().to_owned(), p);
     }
     Ok(replicas)
-}
-
-/// Reads the server's clock once, onto the timeline ([`What::ServerClock`]): the run's first
-/// reading, before any replica writes (the samplers take the others).
-async fn read_server_clock(observer: &Observer, timeline: &Timeline) -> anyhow::Result<()> {
-    let asked = Instant::now();
-    let epoch_ms: f64 = observer
-        .query(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8",
-            &[],
-        )
-        .await?
-        .first()
-        .context("the server's clock: no row")?
-        .try_get(0)?;
-    let asked_ms = timeline.offset(asked).as_secs_f64() * 1000.0;
-    timeline.record(What::ServerClock { epoch_ms, asked_ms });
-    Ok(())
 }
 
 /// The `leader_work` rows, on the run's clock by the server's clock readings in `entries`
