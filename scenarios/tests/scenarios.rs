@@ -61,3 +61,61 @@ async fn scenario(
         insta::assert_snapshot!("timeline", story);
     });
 }
+
+/// A replica's `start_after` starts its process that long after the others: r2's `started`
+/// event comes 2T after r1's, give or take each process's boot (tens of milliseconds here; the
+/// suite's SLACK below, a second above), and without `start_after` the two start together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_start_after_starts_that_long_after_the_others() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("start-after");
+    std::fs::create_dir_all(&dir).expect("a folder for the file");
+    let file = dir.join("start-after.toml");
+    let text = r#"
+description = "r2 starts 2T after r1."
+clauses = ["RUN-3"]
+
+[replicas]
+r1 = {}
+r2 = { start_after = "2T" }
+r3 = {}
+
+[[step]]
+wait_for = "all-ready"
+within = "10T"
+"#;
+    std::fs::write(&file, text).expect("the scenario file");
+    let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions {
+        t: T,
+        seed: SEED,
+        out: dir.join("out"),
+        program: Program::Ours(PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness"))),
+        images: harness::topology::Images::from_env(),
+        slack: SLACK,
+        repeat: 1,
+    };
+    let outcome = run(&scenario, &opts).await.expect("the run completes");
+    let started = |name: &str| {
+        (outcome.entries.iter())
+            .find_map(|e| match &e.what {
+                harness::timeline::What::Replica { replica, event }
+                    if replica == name
+                        && matches!(event, harness::event::ReplicaEvent::Started { .. }) =>
+                {
+                    Some(e.t_ms)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{name} started"))
+    };
+    let gap = Duration::from_secs_f64((started("r2") - started("r1")) / 1000.0);
+    assert!(
+        gap + SLACK >= 2 * T && gap < 2 * T + Duration::from_secs(1),
+        "r2 started {gap:?} after r1"
+    );
+    let together = (started("r3") - started("r1")).abs();
+    assert!(
+        together < T.as_secs_f64() * 1000.0,
+        "r3 and r1 {together} ms apart"
+    );
+}

@@ -171,7 +171,7 @@ impl From<ReplicaPath> for DbPath {
 }
 
 /// One replica of the scenario.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicaDecl {
     /// Its path to the database. Default: direct.
@@ -188,6 +188,12 @@ pub struct ReplicaDecl {
     /// The contract level `cmd` meets (default 1, as `--replica-level`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<Level>,
+    /// Started this long after the run's other replicas (default: with them). Replicas started
+    /// at one instant poll in step, and behind a transaction-mode pooler two queries in flight
+    /// at once each get a server session of their own, which hides the pooler's hazard; replicas
+    /// deployed one after another poll out of step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_after: Option<Span>,
 }
 
 impl ReplicaDecl {

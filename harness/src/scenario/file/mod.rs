@@ -300,7 +300,7 @@ mod tests {
     use super::*;
     use crate::level::Level;
     use crate::replica::program::Program;
-    use crate::scenario::model::DbPath;
+    use crate::scenario::model::{DbPath, Span};
     use std::time::Duration;
 
     const GOOD: &str = r#"
@@ -412,6 +412,17 @@ clause = "DEM-2"
             }
         }
         assert!(n >= 15, "only {n} scenario files in {}", dir.display());
+    }
+
+    #[test]
+    fn start_after_is_a_span_and_a_bad_one_names_its_line() {
+        let with = |decl: &str| GOOD.replace("r2 = {}", &format!("r2 = {decl}"));
+        let s = parse(&with(r#"{ start_after = "0.5T" }"#)).unwrap();
+        assert_eq!(s.replicas["r2"].start_after, Some(Span::T(0.5)));
+        assert_eq!(s.replicas["r1"].start_after, None);
+        let e = parse(&with(r#"{ start_after = "soon" }"#)).unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+        assert!(e.message.contains("bad duration \"soon\""), "{e}");
     }
 
     #[test]

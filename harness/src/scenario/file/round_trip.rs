@@ -146,6 +146,7 @@ impl Gen {
                 args,
                 cmd,
                 level,
+                start_after: self.rng.bool().then(|| self.span()),
             };
             replicas.insert(name, decl);
         }

@@ -72,7 +72,7 @@ impl Stage {
         let timeline = Timeline::starting_at(run_start);
         read_server_clock(&observer, &timeline, None).await?;
         let programs = scenario.programs(program)?;
-        let replicas = spawn(&programs, specs).await?;
+        let replicas = spawn(scenario, &programs, specs, t).await?;
         let every = (t / 10).max(Duration::from_millis(10));
         let http = scenario.observes(program).0 >= Level::Metrics;
         let samplers = Samplers::start(&timeline, observer.clone(), targets, (every, t / 2), http);
@@ -162,14 +162,20 @@ async fn specs(
     Ok((specs, targets))
 }
 
-/// Starts every replica at once, each with its program.
+/// Starts every replica at once, each with its program, or its `start_after` later.
 async fn spawn(
+    scenario: &Scenario,
     programs: &BTreeMap<String, Program>,
     specs: Vec<ReplicaSpec>,
+    t: Duration,
 ) -> anyhow::Result<BTreeMap<String, ReplicaProcess>> {
     let spawned = futures::future::join_all((specs.into_iter()).map(|s| {
         let program = programs[&s.name].clone();
-        ReplicaProcess::spawn_program(program, s)
+        let after = (scenario.replicas[&s.name].start_after).map_or(Duration::ZERO, |a| a.at(t));
+        async move {
+            tokio::time::sleep(after).await;
+            ReplicaProcess::spawn_program(program, s).await
+        }
     }))
     .await;
     let mut replicas = BTreeMap::new();
