@@ -24,17 +24,17 @@ lib='binary_id(elector)'
 # take milliseconds), then the integration tests in name order; fail-fast ends a caught mutant.
 declare -A focus=(
   [config]="$lib | test(/^config::|^metrics::check_interval|^orphan::idle_session/)"
-  [elector]="$lib | test(/^term_do::|^metrics::|^orphan::a_frozen|^leadership::|^lock::|^config::|^run::concurrent/)"
+  [elector]="$lib | test(/^fence::|^term_do::|^metrics::|^orphan::a_frozen|^leadership::|^lock::|^config::|^run::concurrent/)"
   [gate]="$lib | test(/^launchers::/)"
   [gauge]="$lib | test(/^metrics::/)"
   [leadership]="$lib | test(/^leadership::|^launchers::while_leader/)"
   [panic]="$lib | test(/^launchers::probe_follows|^run::abandonment|^run::panic_in_run/)"
   [readiness]="$lib | test(/^launchers::/)"
-  [run]="$lib | test(/^run::|^demotion::|^lock::|^leadership::/)"
-  [session]="$lib | test(/^run::|^demotion::|^orphan::|^session::|^leadership::|^verify::/)"
-  [sql]="$lib | test(/^lock::|^leadership::|^orphan::/)"
+  [run]="$lib | test(/^fence::|^run::|^demotion::|^lock::|^leadership::/)"
+  [session]="$lib | test(/^fence::|^run::|^demotion::|^orphan::|^session::|^leadership::|^verify::/)"
+  [sql]="$lib | test(/^fence::|^lock::|^leadership::|^orphan::/)"
   [supervisor]="$lib | test(/^run::abandonment/)"
-  [term]="$lib | test(/^term_do::|^demotion::|^orphan::a_frozen|^launchers::/)"
+  [term]="$lib | test(/^fence::|^term_do::|^demotion::|^orphan::a_frozen|^launchers::/)"
   [ticker]="$lib | test(/^launchers::/)"
   [while_leader]="$lib | test(/^launchers::while_leader/)"
 )

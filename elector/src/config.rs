@@ -27,6 +27,7 @@ pub const IDLE_SESSION_INTERVALS: u32 = 4;
 ///     verify_lock: false,
 ///     detect_shared_session: true,
 ///     identity: None,
+///     fencing: false,
 /// };
 /// ```
 #[derive(Clone)]
@@ -61,6 +62,17 @@ pub struct Config {
     /// [`Elector::who_leads`]: crate::Elector::who_leads
     /// [`Elector::new`]: crate::Elector::new
     pub identity: Option<String>,
+    /// X-FENCE (beyond the spec): each term carries a fencing token ([`Term::fence`]) drawn from
+    /// a database sequence by the granting statement, larger than every earlier term's of any
+    /// replica, so that work can reject the writes of an older term that reach their store
+    /// late ([`sql::FENCE_LATEST`] shows the guarded write). The elector creates the sequence
+    /// ([`sql::CREATE_FENCE`]) before its first attempt. Costs one `nextval` per grant,
+    /// nothing per check. Default: `false` (the spec's attempt, no token).
+    ///
+    /// [`Term::fence`]: crate::Term::fence
+    /// [`sql::FENCE_LATEST`]: crate::sql::FENCE_LATEST
+    /// [`sql::CREATE_FENCE`]: crate::sql::CREATE_FENCE
+    pub fencing: bool,
 }
 
 impl Config {
@@ -73,7 +85,14 @@ impl Config {
             verify_lock: false,
             detect_shared_session: true,
             identity: None,
+            fencing: false,
         }
+    }
+
+    /// Turns fencing tokens on (X-FENCE); see [`Config::fencing`].
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
     }
 
     /// Names the replica on its lock session (X-WHO); see [`Config::identity`].

@@ -32,6 +32,8 @@ pub(crate) struct Inner {
     /// The standby's attempt, which also sets the orphaned-session bound on a grant (ORPH-1).
     pub(crate) attempt: String,
     pub(crate) verify_lock: bool,
+    /// X-FENCE: `Some` when fencing, set once the fence's sequence is known to exist.
+    pub(crate) fence: Option<AtomicBool>,
     /// POOL-1: the leader's check also proves it ran on the lock session (the guard's other half).
     pub(crate) guard_session: bool,
     pub(crate) gauge: LeaderGauge,
@@ -95,11 +97,13 @@ impl Elector {
             inner: Arc::new(Inner {
                 pool: config.pool,
                 interval,
-                attempt: crate::sql::try_lock(
+                attempt: attempt(
                     idle_session_timeout_ms,
                     config.detect_shared_session,
                     identity,
+                    config.fencing,
                 ),
+                fence: config.fencing.then(|| AtomicBool::new(false)),
                 verify_lock: config.verify_lock,
                 guard_session: config.detect_shared_session,
                 gauge,
@@ -197,6 +201,18 @@ impl std::fmt::Debug for Elector {
             .field("is_leader", &self.is_leader())
             .field("term", &self.current_term())
             .finish()
+    }
+}
+
+/// The standby's attempt: the spec's statement with the guard, identity and bound
+/// ([`crate::sql::try_lock`]), and with fencing, the term's token drawn on a grant
+/// ([`crate::sql::fenced`]).
+fn attempt(bound_ms: u32, guarded: bool, identity: Option<&str>, fencing: bool) -> String {
+    let attempt = crate::sql::try_lock(bound_ms, guarded, identity);
+    if fencing {
+        crate::sql::fenced(&attempt)
+    } else {
+        attempt
     }
 }
 

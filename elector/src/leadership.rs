@@ -41,6 +41,9 @@ pub struct TermInfo {
     pub since: SystemTime,
     /// The lock session's server backend pid (`pg_locks.pid`).
     pub backend_pid: i32,
+    /// X-FENCE: the term's fencing token, or `None` when fencing is off
+    /// ([`Config::fencing`](crate::Config::fencing)).
+    pub fence: Option<i64>,
 }
 
 /// A term that ended, and how.

@@ -144,25 +144,35 @@ async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
 async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
     let t = inner.interval;
     let loan = Loan::borrow(&inner.pool, t).await?;
+    if let Some(ready) = inner.fence.as_ref().filter(|r| !r.load(Ordering::SeqCst)) {
+        loan.query(crate::sql::CREATE_FENCE, t).await?;
+        ready.store(true, Ordering::SeqCst);
+    }
     let sent = tokio::time::Instant::now();
     let answer = loan.query(&inner.attempt, t).await?;
     let row = answer.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some((
             row.get(0).unwrap_or_default().to_owned(),
             row.get(1).and_then(|p| p.parse::<i32>().ok()),
+            // Only a fencing elector's attempt has the column (`get` would panic without it).
+            (row.try_get(2).ok().flatten()).and_then(|f| f.parse::<i64>().ok()),
         )),
         _ => None,
     });
+    // X-FENCE: a fencing elector's grant carries its token.
+    let fenced = |fence: Option<i64>| inner.fence.is_none() || fence.is_some();
     match row {
-        Some((outcome, Some(pid))) if outcome == "granted" => loan.grant(pid, true, sent).map(Some),
-        Some((outcome, Some(pid))) if outcome == "unbounded" => {
-            loan.grant(pid, false, sent).map(Some)
+        Some((outcome, Some(pid), fence)) if outcome == "granted" && fenced(fence) => {
+            loan.grant(pid, true, fence, sent).map(Some)
         }
-        Some((outcome, _)) if outcome == "refused" => {
+        Some((outcome, Some(pid), fence)) if outcome == "unbounded" && fenced(fence) => {
+            loan.grant(pid, false, fence, sent).map(Some)
+        }
+        Some((outcome, _, _)) if outcome == "refused" => {
             loan.give_back();
             Ok(None)
         }
-        Some((outcome, _)) if outcome == "shared" => {
+        Some((outcome, _, _)) if outcome == "shared" => {
             loan.give_back();
             Err(Error::SharedSession)
         }

@@ -83,6 +83,7 @@ impl Loan {
         mut self,
         backend_pid: i32,
         bounded: bool,
+        fence: Option<i64>,
         sent: Instant,
     ) -> Result<Grant, Error> {
         let object = self.0.take().ok_or(Error::LockGone)?;
@@ -90,6 +91,7 @@ impl Loan {
             client: Object::take(object),
             backend_pid,
             bounded,
+            fence,
             sent,
         })
     }
@@ -112,6 +114,8 @@ pub(crate) struct Grant {
     backend_pid: i32,
     /// Whether the server took the bound (PostgreSQL 14 and later).
     bounded: bool,
+    /// X-FENCE: the term's fencing token, drawn by the same statement.
+    fence: Option<i64>,
     /// When the granting statement was sent: the term's lease runs from it.
     sent: Instant,
 }
@@ -126,7 +130,7 @@ impl Grant {
                  older): an orphaned lock session is bounded only by TCP keepalives"
             );
         }
-        LockSession::begin(inner, self.client, self.backend_pid, self.sent)
+        LockSession::begin(inner, self.client, self.backend_pid, self.fence, self.sent)
     }
 }
 
@@ -144,10 +148,16 @@ pub(crate) struct LockSession {
 impl LockSession {
     /// RUN-3: a term begins on `client`, which holds the lock and its bound, granted by a
     /// statement sent at `sent`.
-    fn begin(inner: &Arc<Inner>, client: ClientWrapper, backend_pid: i32, sent: Instant) -> Self {
+    fn begin(
+        inner: &Arc<Inner>,
+        client: ClientWrapper,
+        backend_pid: i32,
+        fence: Option<i64>,
+        sent: Instant,
+    ) -> Self {
         let number = inner.terms.fetch_add(1, Ordering::SeqCst) + 1;
         inner.lease.grant(sent);
-        let term = TermState::new(number, inner.lease.clone());
+        let term = TermState::new(number, fence, inner.lease.clone());
         *inner.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(term.clone());
         inner.leader.store(true, Ordering::SeqCst);
         inner.gauge.set(true);
@@ -155,6 +165,7 @@ impl LockSession {
             number,
             since: SystemTime::now(),
             backend_pid,
+            fence,
         };
         inner.leadership.began(info.clone());
         let timer = tokio::spawn(lease_timer(inner.clone(), term.clone(), info.clone()));

@@ -78,6 +78,41 @@ pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String 
     )
 }
 
+/// X-FENCE: the sequence a fencing elector draws each term's token from. A sequence only
+/// grows (`nextval` never hands out a value twice, never goes back, and survives restarts of
+/// the server and of every replica), and costs one call per grant, none per check.
+pub const FENCE_SEQUENCE: &str = "plexsphere_background_leader_fence";
+
+/// X-FENCE: creates [`FENCE_SEQUENCE`] when it is missing. A fencing elector sends it once,
+/// before its first attempt (it needs the right to create a sequence in the search path's
+/// first schema; create it ahead with this statement where replicas lack that right).
+pub const CREATE_FENCE: &str = "CREATE SEQUENCE IF NOT EXISTS plexsphere_background_leader_fence";
+
+/// X-FENCE: the newest token handed out, as an SQL expression to compare a term's token with
+/// (`$1` below) in a write to the same database. A write guarded so lands only while no newer
+/// term has begun, even when it reaches the server late (held by the network, a pooler, or a
+/// frozen process):
+///
+/// ```sql
+/// INSERT INTO t (...) SELECT ... WHERE $1 = (SELECT last_value FROM plexsphere_background_leader_fence)
+/// ```
+///
+/// For a store outside the database, keep the largest token it has seen and reject a smaller
+/// one (`UPDATE t SET ..., fence = $1 WHERE id = $2 AND fence <= $1`).
+pub const FENCE_LATEST: &str = "(SELECT last_value FROM plexsphere_background_leader_fence)";
+
+/// X-FENCE: the standby's `attempt` (a [`try_lock`] statement) with a third column, the term's
+/// token: `nextval` of [`FENCE_SEQUENCE`], drawn only on a grant (`granted` or `unbounded`),
+/// in the same statement, so a grant whose answer is lost still uses a token up and the next
+/// one is larger. `OFFSET 0` keeps the attempt a subquery of its own, evaluated first.
+pub fn fenced(attempt: &str) -> String {
+    format!(
+        "SELECT attempt.answer, attempt.pid, CASE WHEN attempt.answer IN ('granted', 'unbounded') \
+         THEN nextval('plexsphere_background_leader_fence') END \
+         FROM ({attempt} OFFSET 0) AS attempt(answer, pid)"
+    )
+}
+
 /// X-WHO: which session leads, and the replica it names. The spec's leader-finding query
 /// ([`LEADER_QUERY`]) joined with `pg_stat_activity` for the holder's `application_name`:
 /// answers no row when nobody leads, else the granted holder's pid and name. An elector with
@@ -138,6 +173,11 @@ mod tests {
             assert!(sql.contains(SESSION_MARKER), "{sql}");
         }
         assert!(!unguarded.contains(SESSION_MARKER), "{unguarded}");
+        let fenced_attempt = fenced(&guarded);
+        assert!(fenced_attempt.contains(&guarded), "{fenced_attempt}");
+        for sql in [&fenced_attempt, CREATE_FENCE, FENCE_LATEST] {
+            assert!(sql.contains(FENCE_SEQUENCE), "{sql}");
+        }
         let named = try_lock(800, true, Some("api-1"));
         assert!(named.contains("'application_name', 'api-1'"), "{named}");
         assert!(!guarded.contains("application_name"), "{guarded}");

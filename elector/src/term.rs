@@ -139,6 +139,8 @@ impl Lease {
 #[derive(Debug)]
 pub(crate) struct TermState {
     pub(crate) number: u64,
+    /// X-FENCE: the term's fencing token, when fencing is on.
+    fence: Option<i64>,
     token: CancellationToken,
     cause: OnceLock<TermCause>,
     links: Mutex<Vec<Link>>,
@@ -150,9 +152,10 @@ pub(crate) struct TermState {
 
 impl TermState {
     /// Term `number`, live while its token is not cancelled and `lease` has not run out.
-    pub(crate) fn new(number: u64, lease: Arc<Lease>) -> Arc<Self> {
+    pub(crate) fn new(number: u64, fence: Option<i64>, lease: Arc<Lease>) -> Arc<Self> {
         Arc::new(Self {
             number,
+            fence,
             token: CancellationToken::new(),
             cause: OnceLock::new(),
             links: Mutex::new(Vec::new()),
@@ -307,6 +310,16 @@ impl Term {
         self.state.as_ref().map(|s| s.number)
     }
 
+    /// X-FENCE: the term's fencing token, larger than that of every term any replica began
+    /// before it, or `None` on a standby or with fencing off
+    /// ([`Config::fencing`](crate::Config::fencing)). Pass it with each write the term's work
+    /// makes, and let the store reject a smaller one than it has seen
+    /// ([`sql::FENCE_LATEST`](crate::sql::FENCE_LATEST)): the lease stops this process's work
+    /// once it sees the term end, but not a write already on its way.
+    pub fn fence(&self) -> Option<i64> {
+        self.state.as_ref().and_then(|s| s.fence)
+    }
+
     /// A handle that outlives the `Term` (which the work consumes) and tells afterwards
     /// whether leadership ended while the parent was still live.
     pub(crate) fn watcher(&self) -> TermWatch {
@@ -374,7 +387,7 @@ mod tests {
         let lease = Arc::new(Lease::new(4 * T));
         lease.grant(Instant::now());
         assert_eq!(lease.length(), 4 * T);
-        let state = TermState::new(7, lease);
+        let state = TermState::new(7, None, lease);
         let parent = CancellationToken::new();
         let first = Term::live(&parent, state.clone());
         for _ in 0..100 {
@@ -416,7 +429,7 @@ mod tests {
         while start.elapsed() < Duration::from_secs(2) {
             let lease = Arc::new(Lease::new(Duration::from_secs(3600)));
             lease.grant(Instant::now());
-            let state = TermState::new(1, lease);
+            let state = TermState::new(1, None, lease);
             let term = Arc::new(Term::live(&parent, state.clone()));
             let barrier = Arc::new(std::sync::Barrier::new(readers + 1));
             let seen: Vec<_> = (0..readers)
@@ -473,7 +486,7 @@ mod tests {
     async fn a_term_ends_for_its_holders_when_its_lease_runs_out() {
         let lease = Arc::new(Lease::new(4 * T));
         lease.grant(Instant::now());
-        let state = TermState::new(1, lease);
+        let state = TermState::new(1, None, lease);
         let parent = CancellationToken::new();
         let term = Term::live(&parent, state.clone());
         assert!(!term.is_cancelled() && !state.is_ended());

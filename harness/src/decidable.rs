@@ -80,6 +80,7 @@ fn deciders(s: &Scenario) -> Vec<(Decider, Vec<String>)> {
         replica: String::new(),
         term: 0,
         t_ms: 0.0,
+        fence: None,
     };
     let writes = s.replicas.values().any(|d| d.path != DbPath::None);
     let rows = if writes { vec![row] } else { Vec::new() };

@@ -14,7 +14,8 @@ pub const WORK_TABLE_DDL: &str = "CREATE TABLE IF NOT EXISTS leader_work (
     loop_name text NOT NULL,
     replica text NOT NULL,
     term bigint NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp()
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    fence bigint
 )";
 
 /// One line of a replica's event stream.

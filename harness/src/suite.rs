@@ -208,14 +208,16 @@ fn in_process_only() -> Source {
 
 /// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
 pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 17] = [
+    const SOURCES: [&str; 19] = [
         include_str!("../../elector/tests/it/config.rs"),
         include_str!("../../elector/tests/it/demotion.rs"),
+        include_str!("../../elector/tests/it/fence.rs"),
         include_str!("../../elector/tests/it/launchers.rs"),
         include_str!("../../elector/tests/it/leadership.rs"),
         include_str!("../../elector/tests/it/lock.rs"),
         include_str!("../../elector/tests/it/metrics.rs"),
         include_str!("../../elector/tests/it/orphan.rs"),
+        include_str!("../../elector/tests/it/pooler.rs"),
         include_str!("../../elector/tests/it/run.rs"),
         include_str!("../../elector/tests/it/session.rs"),
         include_str!("../../elector/tests/it/term_do.rs"),

@@ -18,17 +18,18 @@ const SLACK: Duration = Duration::from_millis(50);
 const ROUNDS: Duration = Duration::from_secs(40);
 
 #[rstest]
-#[case::seed_4(4, &[DbPath::Direct])]
-#[case::seed_2(2, &[DbPath::Direct])]
-#[case::seed_3(3, &[DbPath::Direct])]
+#[case::seed_4(4, &[DbPath::Direct], false)]
+// X-FENCE: the replicas fence their work; no fenced write may land after a newer term began.
+#[case::seed_2_fenced(2, &[DbPath::Direct], true)]
+#[case::seed_3(3, &[DbPath::Direct], false)]
 // r2 behind PgBouncer in session mode: seed 9 showed a server session that PgBouncer lent again
 // after a term, which the history once took for the ended term's lock.
-#[case::seed_9_pgbouncer_session(9, &[DbPath::Direct, DbPath::PgbouncerSession])]
+#[case::seed_9_pgbouncer_session(9, &[DbPath::Direct, DbPath::PgbouncerSession], false)]
 // r2 behind PgBouncer in transaction mode at its default pool size, the guard on: the elector
 // refuses to lead there (POOL-1), so the seed is held to the safety properties only.
-#[case::seed_5_pgbouncer_transaction(5, &[DbPath::Direct, DbPath::PgbouncerTransaction])]
+#[case::seed_5_pgbouncer_transaction(5, &[DbPath::Direct, DbPath::PgbouncerTransaction], false)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath]) {
+async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath], #[case] fence: bool) {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chaos-runs");
     let opts = RunOptions {
         t: T,
@@ -46,6 +47,7 @@ async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath]) {
         paths: paths.to_vec(),
         t: T,
         ours: true,
+        fence,
     };
     let run = run_seed(&params, &opts)
         .await

@@ -6,5 +6,6 @@ fn main() {
         verify_lock: false,
         detect_shared_session: true,
         identity: None,
+        fencing: false,
     };
 }

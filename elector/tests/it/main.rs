@@ -5,6 +5,7 @@ mod fixture;
 
 mod config;
 mod demotion;
+mod fence;
 mod launchers;
 mod leadership;
 mod lock;

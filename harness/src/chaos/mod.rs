@@ -59,6 +59,11 @@ pub struct ChaosArgs {
     /// The check interval T (`200ms`, `1s`: a unit is required), 50 ms to 10 min.
     #[arg(long = "t", default_value = "200ms", value_parser = crate::flags::check_interval)]
     pub t: Duration,
+    /// X-FENCE: the replicas fence their leader-only work with their terms' tokens, and every
+    /// history also checks that no fenced write landed after a newer term began (the harness's
+    /// own replica only).
+    #[arg(long)]
+    pub fence: bool,
     /// Scheduling noise allowed on top of each bound (small against T; less than T).
     #[arg(long, default_value = "50ms", value_parser = crate::flags::duration)]
     pub slack: Duration,
@@ -86,6 +91,9 @@ impl ChaosArgs {
                 self.replicas
             );
         }
+        if self.fence && self.program.replica_cmd.is_some() {
+            bail!("--fence is a flag of the harness's own replica; a --replica-cmd program fences in its own way");
+        }
         if self.slack >= self.t {
             bail!("--slack must be less than --t: the slack is scheduling noise, small against T");
         }
@@ -100,6 +108,7 @@ impl ChaosArgs {
             paths: (self.paths.iter()).map(|&p| DbPath::from(p)).collect(),
             t: self.t,
             ours: self.program.replica_cmd.is_none(),
+            fence: self.fence,
         }
     }
 }

@@ -55,6 +55,10 @@ pub struct Params {
     /// flags and has no `/control`: its schedules strike with the network, database and
     /// process verbs only (no worker faults).
     pub ours: bool,
+    /// X-FENCE: the harness's replicas fence their leader-only work (`--fence`), so that the
+    /// history also checks that no fenced write lands after a newer term began. The schedule
+    /// is drawn the same either way.
+    pub fence: bool,
 }
 
 /// One strike of a round.
@@ -189,6 +193,11 @@ fn replicas(p: &Params) -> BTreeMap<String, ReplicaDecl> {
             ]
             .map(String::from)
             .to_vec();
+            let args = if p.fence {
+                args.into_iter().chain(["--fence".to_owned()]).collect()
+            } else {
+                args
+            };
             let decl = ReplicaDecl {
                 path: path.unwrap_or_default(),
                 args: if p.ours { args } else { Vec::new() },
@@ -392,6 +401,7 @@ mod tests {
             paths: vec![DbPath::Direct, DbPath::PgbouncerSession],
             t: Duration::from_millis(200),
             ours: true,
+            fence: false,
         }
     }
 

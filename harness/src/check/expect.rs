@@ -98,6 +98,10 @@ pub enum Expect {
     LockRowsAtMost(usize),
     /// The `leader_work` table ends with exactly this many rows.
     WorkRows(usize),
+    /// X-FENCE: the fence rejected at least this many late writes (passes of a fencing
+    /// replica that landed after a newer term began, as their unfenced row alone), and let
+    /// none land ([`FenceTally`](crate::check::FenceTally)).
+    FenceRejects(usize),
     /// A replica's `/readyz` answers this status at some sample after the `after` step.
     Readyz {
         /// The HTTP status.
@@ -147,7 +151,7 @@ impl Expect {
             | Expect::ReadyzSays { .. } => Level::Events,
             Expect::Event { .. } | Expect::LockRowsAtMost(_) | Expect::Log { .. } => Level::Process,
             Expect::GaugeSumReaches(_) | Expect::Readyz { .. } => Level::Metrics,
-            Expect::WorkRows(_) => Level::Work,
+            Expect::WorkRows(_) | Expect::FenceRejects(_) => Level::Work,
         }
     }
 }
@@ -234,6 +238,7 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, level: Level) -> Check {
         Expect::GaugeSumReaches(n) => gauge_sum_reaches(*n, facts.entries),
         Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
         Expect::WorkRows(n) => work_rows(*n, facts.rows),
+        Expect::FenceRejects(n) => fence_rejects(*n, facts),
         Expect::Readyz {
             status,
             replica,
@@ -545,6 +550,32 @@ fn work_rows(n: usize, rows: &[WorkRow]) -> Check {
         format!("{} rows", rows.len()),
     )
     .figure("rows", rows.len().to_string())
+}
+
+fn fence_rejects(n: usize, facts: &Facts) -> Check {
+    let tally = crate::check::FenceTally::of(facts.entries, facts.rows, &facts.bounds);
+    let verdict = if tally.rejected() >= n && tally.late_fenced == 0 {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    check(
+        format!("the fence rejects at least {n} late write(s)"),
+        verdict,
+        format!(
+            "{} pass(es) of fencing replicas landed after a newer term began: their unfenced \
+             rows landed, {} fenced twin(s) rejected, {} landed",
+            tally.late_unfenced,
+            tally.rejected(),
+            tally.late_fenced
+        ),
+    )
+    .figure(
+        "late unfenced writes landed",
+        tally.late_unfenced.to_string(),
+    )
+    .figure("fenced writes rejected", tally.rejected().to_string())
+    .figure("fenced writes landed late", tally.late_fenced.to_string())
 }
 
 fn readyz(status: u16, who: &Who, after: Option<&String>, facts: &Facts) -> Check {

@@ -716,6 +716,78 @@ pub struct WorkRow {
     pub term: i64,
     /// When, in ms since the run's start.
     pub t_ms: f64,
+    /// X-FENCE: the writer's term's token on a fenced row (the guarded twin of a fencing
+    /// replica's pass), `None` on an unfenced one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<i64>,
+}
+
+/// When each term began: every `acquired`, by replica. (A leadership span can also begin at a
+/// thaw, which resumes an old term and draws no token: [`leadership_spans`].)
+fn grants(entries: &[Entry]) -> Vec<(&str, f64)> {
+    (entries.iter())
+        .filter_map(|e| match &e.what {
+            What::Replica {
+                replica,
+                event: ReplicaEvent::Acquired { .. },
+            } => Some((replica.as_str(), e.t_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether a term began after the term `row` was written in (its writer's last grant before
+/// it landed) and more than `slack` before the row landed: a fence must have rejected such a
+/// write.
+fn newer_term_began(row: &WorkRow, grants: &[(&str, f64)], slack: f64) -> bool {
+    let own = (grants.iter())
+        .filter(|(r, a)| *r == row.replica && *a <= row.t_ms + slack)
+        .map(|(_, a)| *a)
+        .reduce(f64::max);
+    let Some(own) = own else {
+        return false;
+    };
+    (grants.iter()).any(|(_, a)| *a > own && *a + slack < row.t_ms)
+}
+
+/// X-FENCE: what became of the late writes of fencing replicas (those that wrote a fenced
+/// row): each pass writes an unfenced row and its fenced twin in one statement, so a pass
+/// that landed in a newer term shows as its unfenced row, and as its twin too unless the
+/// fence rejected it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FenceTally {
+    /// Unfenced rows of fencing replicas that landed after a newer term began.
+    pub late_unfenced: usize,
+    /// Fenced rows that landed after a newer term began: each a fence that did not hold.
+    pub late_fenced: usize,
+}
+
+impl FenceTally {
+    /// The passes whose fenced twin the fence rejected.
+    pub fn rejected(&self) -> usize {
+        self.late_unfenced.saturating_sub(self.late_fenced)
+    }
+
+    /// Counts `rows` against the terms on `entries`.
+    pub fn of(entries: &[Entry], rows: &[WorkRow], b: &Bounds) -> FenceTally {
+        let grants = grants(entries);
+        let slack = ms_of(b.slack + b.sample);
+        let fencing: BTreeSet<&str> = (rows.iter())
+            .filter(|r| r.fence.is_some())
+            .map(|r| r.replica.as_str())
+            .collect();
+        let late = (rows.iter())
+            .filter(|r| fencing.contains(r.replica.as_str()) && !r.loop_name.contains(':'))
+            .filter(|r| newer_term_began(r, &grants, slack));
+        let mut tally = FenceTally::default();
+        for row in late {
+            match row.fence {
+                Some(_) => tally.late_fenced += 1,
+                None => tally.late_unfenced += 1,
+            }
+        }
+        tally
+    }
 }
 
 /// Whether `row` is a write its replica sent while it led but that was held in transit until
@@ -771,8 +843,19 @@ pub fn work_only_from_leader(
     let windows = overlaps(&spans);
     let slack = (b.slack + b.sample).as_secs_f64() * 1000.0;
     let faults = fault_spans(entries);
+    let grants = grants(entries);
     let (mut bad, mut held) = (Vec::new(), 0usize);
     for row in rows.iter().filter(|r| !r.loop_name.contains(':')) {
+        // A fenced row is the fence's claim: it lands only while no newer term has begun.
+        if let Some(fence) = row.fence {
+            if newer_term_began(row, &grants, slack) {
+                bad.push(format!(
+                    "{} by {} (term {}, fence {fence}) at {:.0} ms, after a newer term began",
+                    row.loop_name, row.replica, row.term, row.t_ms
+                ));
+            }
+            continue;
+        }
         let led = spans.get(&row.replica).is_some_and(|s| {
             s.iter()
                 .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack)
@@ -808,7 +891,15 @@ pub fn work_only_from_leader(
             bad[0]
         )
     };
-    Check::new("leader-only work", &["LOOP-1"], verdict, message)
+    let mut check = Check::new("leader-only work", &["LOOP-1"], verdict, message);
+    if rows.iter().any(|r| r.fence.is_some()) {
+        let tally = FenceTally::of(entries, rows, b);
+        check = check.figure(
+            "fenced writes rejected (X-FENCE)",
+            tally.rejected().to_string(),
+        );
+    }
+    check
         .figure("rows", rows.len().to_string())
         .figure("late writes held in transit (unfenced)", held.to_string())
         .with_measures(count_at_most(
@@ -1281,6 +1372,7 @@ pub(crate) mod tests {
             replica: replica.into(),
             term: 1,
             t_ms,
+            fence: None,
         };
         let good = [row("a", 100.0), row("b", 700.0)];
         assert_eq!(
@@ -1302,6 +1394,7 @@ pub(crate) mod tests {
             replica: "a".into(),
             term: 1,
             t_ms,
+            fence: None,
         };
         let stalled = vec![
             ev(0.0, "a", acquired(1)),
@@ -1341,6 +1434,79 @@ pub(crate) mod tests {
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 
+    /// X-FENCE: a fencing replica's pass held by a stall until after another replica's term
+    /// began lands as its unfenced row alone (the fence rejected its twin); a fenced row that
+    /// lands then is a fence that did not hold (LOOP-1 fails), and one that lands after its
+    /// term but before any newer term began is what the fence allows.
+    #[test]
+    fn a_fenced_row_may_not_land_once_a_newer_term_began() {
+        let row = |replica: &str, t_ms, fence| WorkRow {
+            loop_name: "sweep".into(),
+            replica: replica.into(),
+            term: 1,
+            t_ms,
+            fence,
+        };
+        let tl = vec![
+            ev(0.0, "a", acquired(1)),
+            fault(100.0, Verb::Stall, "a", false),
+            ev(300.0, "a", demoted(1)),
+            ev(400.0, "b", acquired(1)),
+            fault(900.0, Verb::Stall, "a", true),
+        ];
+        let in_term = [row("a", 50.0, None), row("a", 50.0, Some(7))];
+        let rejected: Vec<WorkRow> = in_term
+            .iter()
+            .cloned()
+            .chain([row("a", 950.0, None)])
+            .collect();
+        let c = work_only_from_leader(&tl, &rejected, 2000.0, &bounds(), &BTreeSet::new());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        let tally = FenceTally::of(&tl, &rejected, &bounds());
+        assert_eq!(
+            (tally.late_unfenced, tally.late_fenced, tally.rejected()),
+            (1, 0, 1)
+        );
+
+        let landed: Vec<WorkRow> = rejected
+            .iter()
+            .cloned()
+            .chain([row("a", 950.0, Some(7))])
+            .collect();
+        let c = work_only_from_leader(&tl, &landed, 2000.0, &bounds(), &BTreeSet::new());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        assert!(c.message.contains("after a newer term began"), "{c:?}");
+        let tally = FenceTally::of(&tl, &landed, &bounds());
+        assert_eq!(
+            (tally.late_unfenced, tally.late_fenced, tally.rejected()),
+            (1, 1, 0)
+        );
+
+        // Landed at 350 ms: after a's term, before b's began.
+        let between = [row("a", 350.0, None), row("a", 350.0, Some(7))];
+        let tally = FenceTally::of(&tl, &between, &bounds());
+        assert_eq!(tally, FenceTally::default());
+        let c = work_only_from_leader(&tl, &between[1..], 2000.0, &bounds(), &BTreeSet::new());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        // A replica that writes no fenced row is no fencing replica.
+        let plain = FenceTally::of(&tl, &[row("a", 950.0, None)], &bounds());
+        assert_eq!(plain, FenceTally::default());
+
+        // CI chaos seed 2 with --fence: a frozen leader's thaw resumes its old term (a span of
+        // leadership begins there) but draws no token, so the new leader's fenced rows after
+        // the thaw still carry the newest token.
+        let thawed = vec![
+            ev(0.0, "a", acquired(1)),
+            fault(100.0, Verb::Freeze, "a", false),
+            ev(400.0, "b", acquired(1)),
+            fault(700.0, Verb::Freeze, "a", true),
+            ev(701.0, "a", demoted(1)),
+        ];
+        let b_rows = [row("b", 750.0, None), row("b", 750.0, Some(8))];
+        let c = work_only_from_leader(&thawed, &b_rows, 2000.0, &bounds(), &BTreeSet::new());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    }
+
     /// CI chaos seed 9 (r2 behind PgBouncer in session mode): r2's term ended at 12 193 ms in a
     /// server restart that began at 12 083 and was back at 13 205; PgBouncer held r2's INSERT
     /// through it and ran it at 13 378. A later restart (15 993) had replaced the first one's
@@ -1372,6 +1538,7 @@ pub(crate) mod tests {
             replica: "a".into(),
             term: 4,
             t_ms,
+            fence: None,
         };
         let c = work_only_from_leader(
             &h,
@@ -1410,6 +1577,7 @@ pub(crate) mod tests {
             replica: "a".into(),
             term: 2,
             t_ms: 40_581.0,
+            fence: None,
         };
         let pooled = BTreeSet::from(["a".to_owned()]);
         let c = work_only_from_leader(&h, std::slice::from_ref(&row), 50_000.0, &bounds(), &pooled);

@@ -18,6 +18,19 @@ use crate::event::WORK_TABLE_DDL;
 /// The statement a leader-only pass writes (LOOP-1, LOOP-2, LOOP-3).
 const INSERT_WORK: &str = "INSERT INTO leader_work (loop_name, replica, term) VALUES ($1, $2, $3)";
 
+/// X-FENCE: a fencing replica's pass writes twins in one statement: the unfenced row
+/// (`fence` NULL), which always lands, and the fenced one, which lands only while the term's
+/// token is the newest (the guard of [`elector::sql::FENCE_LATEST`]). A pass held in transit
+/// until a newer term began lands as its unfenced row alone: the fence rejected its twin.
+fn insert_fenced_work() -> String {
+    format!(
+        "INSERT INTO leader_work (loop_name, replica, term, fence) \
+         SELECT $1, $2, $3, twin.fence FROM (VALUES (NULL::bigint), ($4::bigint)) AS twin(fence) \
+         WHERE twin.fence IS NULL OR twin.fence = {}",
+        elector::sql::FENCE_LATEST
+    )
+}
+
 /// The read a boot pass and an every-replica sample take.
 const COUNT_WORK: &str = "SELECT count(*) FROM leader_work WHERE loop_name = $1";
 
@@ -81,26 +94,37 @@ impl Database {
         })
     }
 
-    /// Writes one `leader_work` row for `loop_name` in `term`, on a pooled connection.
+    /// Writes one `leader_work` row for `loop_name` in `term`, on a pooled connection; with the
+    /// term's `fence` token (X-FENCE), its fenced twin too ([`insert_fenced_work`]).
     ///
     /// Like every statement of the replica's own work, an unnamed statement with typed
     /// parameters: one round trip, and nothing prepared that a transaction-mode pooler would
     /// hand to another server session (where a named statement does not exist).
-    pub(crate) async fn record_work(&self, loop_name: &str, term: u64) -> Result<(), String> {
+    pub(crate) async fn record_work(
+        &self,
+        loop_name: &str,
+        term: u64,
+        fence: Option<i64>,
+    ) -> Result<(), String> {
         let term = i64::try_from(term).map_err(|e| e.to_string())?;
         let client = self.pool.get().await.map_err(|e| format!("pool: {e}"))?;
-        client
-            .execute_typed(
-                INSERT_WORK,
-                &[
-                    (&loop_name, Type::TEXT),
-                    (&self.replica, Type::TEXT),
-                    (&term, Type::INT8),
-                ],
-            )
-            .await
-            .map(|_| ())
-            .map_err(db_error)
+        let params = [
+            (
+                &loop_name as &(dyn tokio_postgres::types::ToSql + Sync),
+                Type::TEXT,
+            ),
+            (&self.replica, Type::TEXT),
+            (&term, Type::INT8),
+        ];
+        let written = match fence {
+            None => client.execute_typed(INSERT_WORK, &params).await,
+            Some(fence) => {
+                let mut fenced = params.to_vec();
+                fenced.push((&fence, Type::INT8));
+                (client.execute_typed(&insert_fenced_work(), &fenced)).await
+            }
+        };
+        written.map(|_| ()).map_err(db_error)
     }
 
     /// A cheap real read on a pooled connection: the number of `leader_work` rows of

@@ -266,6 +266,7 @@ mod tests {
             number,
             since: SystemTime::UNIX_EPOCH,
             backend_pid: 70 + number as i32,
+            fence: None,
         }
     }
 

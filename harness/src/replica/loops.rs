@@ -127,7 +127,7 @@ impl LoopContext {
         tokio::select! {
             biased;
             () = term.cancelled() => Ok(()),
-            r = self.bounded(self.db.record_work(name, number)) => r,
+            r = self.bounded(self.db.record_work(name, number, term.fence())) => r,
         }
     }
 
@@ -192,7 +192,7 @@ impl LoopContext {
                 Ok(()) => tokio::select! {
                     biased;
                     () = term.cancelled() => return,
-                    r = self.bounded(self.db.record_work(name, number)) => r,
+                    r = self.bounded(self.db.record_work(name, number, term.fence())) => r,
                 },
             };
             if let Err(e) = result {
@@ -245,7 +245,7 @@ impl LoopContext {
             if gate.allows() {
                 if let Some(term) = self.elector.current_term() {
                     let row = format!("{name}:{step}");
-                    self.bounded(self.db.record_work(&row, term)).await?;
+                    self.bounded(self.db.record_work(&row, term, None)).await?;
                 }
             }
         }

@@ -56,7 +56,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// child's environment, so a variable set in the harness's own environment never changes a
 /// replica behind its spec's back (a stray `PLEXSPHERE_DSN` would wire loops into a replica
 /// meant to have none).
-pub const ENV_VARS: [&str; 11] = [
+pub const ENV_VARS: [&str; 12] = [
     "REPLICA_NAME",
     "PLEXSPHERE_DSN",
     "REPLICA_CHECK_INTERVAL_MS",
@@ -68,6 +68,7 @@ pub const ENV_VARS: [&str; 11] = [
     "REPLICA_RESTART_WINDOW_MS",
     "REPLICA_RESTART_BACKOFF_MS",
     "REPLICA_VERIFY_LOCK",
+    "REPLICA_FENCE",
 ];
 
 /// The variable that carries the DSN (`--dsn`) to a replica the harness starts: unlike a
@@ -151,6 +152,11 @@ pub struct ReplicaArgs {
     /// X-VERIFY: the leader's check also proves its session still holds the lock.
     #[arg(long, env = "REPLICA_VERIFY_LOCK")]
     pub verify_lock: bool,
+
+    /// X-FENCE: each term carries a fencing token, and each leader-only pass writes its row
+    /// twice in one statement, unfenced and fenced by the token.
+    #[arg(long, env = "REPLICA_FENCE")]
+    pub fence: bool,
 
     /// Turn off the elector's shared-session guard (POOL-1), to show the transaction-mode
     /// pooler hazard: the spec's plain `pg_try_advisory_lock`.
@@ -239,6 +245,7 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
             .check_interval(interval)
             .registry(registry.clone());
         config.verify_lock = args.verify_lock;
+        config.fencing = args.fence;
         config.detect_shared_session = !args.no_shared_session_guard;
         let elector = Elector::new(config).context("cannot build the elector")?;
         if let Some(ms) = args.pool_max_lifetime_ms {

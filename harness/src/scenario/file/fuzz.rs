@@ -174,6 +174,7 @@ const EXPECT_KEYS: &[&str] = &[
     "gauge_sum_reaches",
     "lock_rows_at_most",
     "work_rows",
+    "fence_rejects",
     "readyz",
     "readyz_says",
     "log",
@@ -263,11 +264,10 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
         ]
         .boxed(),
         "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
-        "gauge_sum_reaches" | "lock_rows_at_most" | "work_rows" | "readyz" | "seed" => {
-            prop_oneof![(0i64..600), any::<i64>()]
-                .prop_map(Value::Integer)
-                .boxed()
-        }
+        "gauge_sum_reaches" | "lock_rows_at_most" | "work_rows" | "fence_rejects" | "readyz"
+        | "seed" => prop_oneof![(0i64..600), any::<i64>()]
+            .prop_map(Value::Integer)
+            .boxed(),
         "clauses" | "log" | "args" => strings().boxed(),
         "control" => (
             select(&["loop", "worker"][..]),
@@ -321,6 +321,7 @@ const KINDS: &[&str] = &[
     "gauge_sum_reaches",
     "lock_rows_at_most",
     "work_rows",
+    "fence_rejects",
     "readyz",
     "readyz_says",
     "log",

@@ -158,6 +158,8 @@ struct ExpectToml {
     #[serde(skip_serializing_if = "Option::is_none")]
     work_rows: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    fence_rejects: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     readyz: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     readyz_says: Option<String>,

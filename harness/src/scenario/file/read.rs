@@ -197,6 +197,7 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         ("gauge_sum_reaches", raw.gauge_sum_reaches.is_some()),
         ("lock_rows_at_most", raw.lock_rows_at_most.is_some()),
         ("work_rows", raw.work_rows.is_some()),
+        ("fence_rejects", raw.fence_rejects.is_some()),
         ("readyz", raw.readyz.is_some()),
         ("readyz_says", raw.readyz_says.is_some()),
         ("log", !raw.log.is_empty()),
@@ -401,6 +402,8 @@ impl Reader {
             Expect::LockRowsAtMost(n)
         } else if let Some(n) = raw.work_rows {
             Expect::WorkRows(n)
+        } else if let Some(n) = raw.fence_rejects {
+            Expect::FenceRejects(n)
         } else if let Some(status) = raw.readyz {
             Expect::Readyz {
                 status,

@@ -282,7 +282,8 @@ impl Gen {
             .into_iter()
             .chain(all::<EventKind>().into_iter().map(Awaited::Event))
             .collect();
-        match self.rng.usize(0..7) {
+        match self.rng.usize(0..8) {
+            7 => Expect::FenceRejects(self.rng.usize(0..1_000)),
             0 => Expect::GaugeSumReaches(self.rng.i64(..)),
             1 => Expect::LockRowsAtMost(self.rng.usize(0..1_000)),
             2 => Expect::WorkRows(self.rng.usize(0..1_000)),

@@ -98,6 +98,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         gauge_sum_reaches: None,
         lock_rows_at_most: None,
         work_rows: None,
+        fence_rejects: None,
         readyz: None,
         readyz_says: None,
         log: Vec::new(),
@@ -125,6 +126,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         Expect::GaugeSumReaches(n) => raw.gauge_sum_reaches = Some(*n),
         Expect::LockRowsAtMost(n) => raw.lock_rows_at_most = Some(*n),
         Expect::WorkRows(n) => raw.work_rows = Some(*n),
+        Expect::FenceRejects(n) => raw.fence_rejects = Some(*n),
         Expect::Readyz {
             status,
             replica,

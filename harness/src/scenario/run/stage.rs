@@ -189,7 +189,7 @@ async fn spawn(
 /// The `leader_work` rows, on the run's clock by the server's clock readings in `entries`
 /// ([`server_time_on_run_clock`]); none when the table cannot be read.
 async fn work_rows(observer: &Observer, entries: &[Entry]) -> Vec<WorkRow> {
-    let sql = "SELECT loop_name, replica, term, (extract(epoch FROM at) * 1000)::float8 \
+    let sql = "SELECT loop_name, replica, term, (extract(epoch FROM at) * 1000)::float8, fence \
                FROM leader_work ORDER BY id";
     let rows = observer.query(sql, &[]).await.unwrap_or_default();
     let readings = server_clock_readings(entries);
@@ -200,6 +200,7 @@ async fn work_rows(observer: &Observer, entries: &[Entry]) -> Vec<WorkRow> {
                 replica: r.get(1),
                 term: r.get(2),
                 t_ms: server_time_on_run_clock(&readings, r.get::<_, f64>(3))?,
+                fence: r.get(4),
             })
         })
         .collect()

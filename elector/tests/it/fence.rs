@@ -1,0 +1,125 @@
+//! X-FENCE (beyond the spec): with fencing on, each term carries a token from a database
+//! sequence, drawn by the granting statement, larger than every earlier term's of any elector,
+//! so that a write of an older term that reaches its store late is rejected.
+//!
+//! The sequence and the guarded write are the test's own SQL, not the crate's constants, so a
+//! misspelt sequence name in the crate fails here.
+
+use elector::{Config, Elector, Role};
+use tokio_util::sync::CancellationToken;
+
+use crate::fixture::*;
+
+/// The guarded write of the documented pattern: lands only while `$1` is the newest token.
+const FENCED_INSERT: &str = "INSERT INTO fenced_work (fence, writer) SELECT $1, $2 \
+     WHERE $1 = (SELECT last_value FROM plexsphere_background_leader_fence)";
+/// The same write with no guard.
+const UNFENCED_INSERT: &str = "INSERT INTO fenced_work (fence, writer) VALUES ($1, $2)";
+
+/// An elector for `app` on `pg` with fencing as given.
+async fn elector(pg: &Pg, app: &str, fencing: bool) -> Elector {
+    let pool = pool_for(&pg.url(), app, 4, Default::default());
+    drop(pool.get().await.expect("a first pooled connection"));
+    Elector::new(Config::new(pool).check_interval(T).fencing(fencing)).expect("elector")
+}
+
+/// The live term's token, by the term handed out and by the leadership watch (they agree).
+fn fence_of(elector: &Elector) -> i64 {
+    let (term, live) = elector.term(&CancellationToken::new());
+    assert!(live, "leading");
+    let fence = term
+        .fence()
+        .expect("a fencing leader's term carries a token");
+    match &elector.subscribe().borrow().role {
+        Role::Leading(info) => assert_eq!(info.fence, Some(fence), "the watch's term"),
+        Role::Standby => panic!("not leading"),
+    }
+    fence
+}
+
+/// The sequence's newest value (the test's own query).
+async fn last_value(observer: &tokio_postgres::Client) -> i64 {
+    observer
+        .query_one(
+            "SELECT last_value FROM plexsphere_background_leader_fence",
+            &[],
+        )
+        .await
+        .expect("the fence's sequence exists")
+        .get(0)
+}
+
+/// How many rows `sql` wrote for (`fence`, `writer`).
+async fn write(observer: &tokio_postgres::Client, sql: &str, fence: i64, writer: &str) -> u64 {
+    observer
+        .execute(sql, &[&fence, &writer])
+        .await
+        .expect("the write runs")
+}
+
+/// X-FENCE: the first term's token is drawn on its grant and a standby's refused attempts draw
+/// none; when the lock's backend is killed and the other elector takes over, its term's token
+/// is larger; the old term's late write is rejected by the guard while the same write unguarded
+/// lands, and the new term's guarded write lands.
+#[tokio::test]
+async fn each_term_carries_a_larger_token_and_an_older_terms_late_write_is_rejected() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let a = elector(&pg, "fence-a", true).await;
+    let b = elector(&pg, "fence-b", true).await;
+    let (stop_a, run_a) = lead(&a).await;
+    let old = fence_of(&a);
+    let (stop_b, run_b) = spawn_run(&b);
+    // Three of b's refused attempts.
+    tokio::time::sleep(3 * T + SLACK).await;
+    assert!(!b.is_leader(), "b is a standby while a leads");
+    assert_eq!(last_value(&observer).await, old, "refusals draw no token");
+    observer
+        .batch_execute("CREATE TABLE fenced_work (fence bigint NOT NULL, writer text NOT NULL)")
+        .await
+        .expect("the work table");
+    assert_eq!(write(&observer, FENCED_INSERT, old, "a").await, 1);
+
+    terminate(&observer, lock_pid(&observer).await).await;
+    until_leader(&b, 3 * T + SLACK).await;
+    let new = fence_of(&b);
+    assert!(new > old, "b's token {new} after a's {old}");
+    assert!(!a.is_leader(), "a lost its session");
+
+    assert_eq!(
+        write(&observer, FENCED_INSERT, old, "a, late").await,
+        0,
+        "the older term's guarded write is rejected"
+    );
+    assert_eq!(
+        write(&observer, UNFENCED_INSERT, old, "a, late, unguarded").await,
+        1,
+        "the same write unguarded lands"
+    );
+    assert_eq!(write(&observer, FENCED_INSERT, new, "b").await, 1);
+    halt(stop_b, run_b).await;
+    halt(stop_a, run_a).await;
+}
+
+/// X-FENCE is opt-in: with fencing off (the default) a term carries no token and the elector
+/// creates no sequence.
+#[tokio::test]
+async fn fencing_off_draws_no_token_and_creates_no_sequence() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let (a, _) = elector_on(&pg.url(), "plain", T).await;
+    let (stop, run) = lead(&a).await;
+    let (term, live) = a.term(&CancellationToken::new());
+    assert!(live);
+    assert_eq!(term.fence(), None);
+    let exists: bool = observer
+        .query_one(
+            "SELECT to_regclass('plexsphere_background_leader_fence') IS NOT NULL",
+            &[],
+        )
+        .await
+        .expect("to_regclass")
+        .get(0);
+    assert!(!exists, "no sequence without fencing");
+    halt(stop, run).await;
+}
