@@ -19,8 +19,12 @@ crate's opt-in features:
 - SIGTERM unlocks under a 2 s deadline, closes the connection, ends the term and exits 0.
 
 Run it as the harness does: REPLICA_NAME, REPLICA_HTTP, REPLICA_CHECK_INTERVAL_MS and
-PLEXSPHERE_DSN in the environment.
+PLEXSPHERE_DSN in the environment. `--objid N` takes the lock on (1886156915, N) instead of the
+spec's (1886156915, 1): a build that disagrees with the others on the key, the rolling-upgrade
+incident the harness must catch (both builds lead at once).
 """
+
+import argparse
 
 import asyncio
 import os
@@ -37,14 +41,21 @@ import psycopg  # noqa: E402
 # refuses a session that already carries the mark (a transaction-mode pooler lent this standby
 # the leader's server session, where a second grant would stack). With the server session's pid
 # (behind PgBouncer the client-side pid is the pooler's).
-TRY_LOCK = """SELECT (CASE
+def try_lock(objid):
+    return f"""SELECT (CASE
   WHEN current_setting('plexsphere.background_leader', true) = 'held' THEN 'shared'
-  WHEN pg_try_advisory_lock(1886156915, 1) THEN CASE
+  WHEN pg_try_advisory_lock(1886156915, {objid:d}) THEN CASE
     WHEN set_config('plexsphere.background_leader', 'held', false) IS NULL THEN NULL
     WHEN set_config('idle_session_timeout', %s, false) IS NOT NULL THEN 'granted' END
   ELSE 'refused' END)::text, pg_backend_pid()"""
-UNLOCK = """SELECT pg_advisory_unlock(1886156915, 1)
+
+
+def unlock(objid):
+    return f"""SELECT pg_advisory_unlock(1886156915, {objid:d})
   FROM set_config('plexsphere.background_leader', '', false)"""
+
+
+
 POOL_SIZE = 4
 
 
@@ -98,8 +109,9 @@ async def bounded(query, seconds):
 
 
 class Elector:
-    def __init__(self, settings, gauge, log):
+    def __init__(self, settings, gauge, log, objid=1):
         self.settings, self.log = settings, log
+        self.try_lock, self.unlock = try_lock(objid), unlock(objid)
         self.pool = Pool(settings)
         self.lock_conn = None
         self.term = 0
@@ -133,7 +145,7 @@ class Elector:
             conn = await asyncio.wait_for(self.pool.get(), self.t)
             sent = time.monotonic()
             bound = f"{int(4 * self.t * 1000)}ms"
-            cur = await bounded(conn.execute(TRY_LOCK, [bound]), self.t)
+            cur = await bounded(conn.execute(self.try_lock, [bound]), self.t)
             outcome, pid = await cur.fetchone()
         except Exception as e:  # noqa: BLE001 (every failure is logged and retried)
             self.log.warning("leader: acquire lock connection: %s", e or type(e).__name__)
@@ -181,7 +193,7 @@ class Elector:
         conn, self.lock_conn = self.lock_conn, None
         if conn is not None:
             try:
-                await bounded(conn.execute(UNLOCK), 2.0)
+                await bounded(conn.execute(self.unlock), 2.0)
                 outcome = "released"
             except Exception as e:  # noqa: BLE001
                 outcome = f"not unlocked ({e or type(e).__name__}); the close ends the session"
@@ -190,12 +202,26 @@ class Elector:
         self.pool.close()
 
 
-async def main():
+def int4(text):
+    value = int(text)
+    if not -2**31 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{value} is not an int4")
+    return value
+
+
+def args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objid", type=int4, default=1, metavar="N",
+                        help="the key's second half (the spec's is 1)")
+    return parser.parse_args()
+
+
+async def main(objid):
     replica = common.Replica()
     if replica.settings.dsn is None:
         await replica.without_database()
     else:
-        elector = Elector(replica.settings, replica.gauge, replica.log)
+        elector = Elector(replica.settings, replica.gauge, replica.log, objid)
         await common.every(replica.settings.t, replica.stop, elector.check)
         await elector.release()
     replica.server.shutdown()
@@ -203,4 +229,4 @@ async def main():
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(args().objid))

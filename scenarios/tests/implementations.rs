@@ -239,3 +239,73 @@ async fn a_replica_with_a_cmd_of_its_own_runs_that_program() {
     );
     assert_eq!(overlap.verdict, harness::check::Verdict::Unknown);
 }
+
+/// The rolling-upgrade incident the harness must catch: the new build (the Python replica with
+/// `--objid 2`) takes the lock on another key than the old build (the harness's own replica),
+/// so each leads on its own key at once. The run fails the gauge sum [MET-1] with a sum of 2,
+/// and the spec's leader query still shows one row (the old build's), which is why the gauge
+/// and not pg_locks catches it. With the same key (`--objid 1`) the same run holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_build_on_another_key_is_caught_by_the_gauge_sum() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("implementations/key-mismatch");
+    std::fs::create_dir_all(&dir).expect("a folder for the files");
+    let script = repo().join("replicas/python/replica.py");
+    let mut gauge_sums = Vec::new();
+    for objid in [2, 1] {
+        let text = format!(
+            r#"
+description = "The old build and a new one on key (1886156915, {objid})."
+clauses = ["MET-1"]
+
+[replicas]
+r1 = {{}}
+r2 = {{ cmd = "python3 {} --objid {objid}", level = 1 }}
+
+[[step]]
+wait_for = "all-ready"
+within = "25T"
+
+[[step]]
+sleep = "6T"
+"#,
+            script.display()
+        );
+        let file = dir.join(format!("objid-{objid}.toml"));
+        std::fs::write(&file, text).expect("the scenario file");
+        let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let opts = RunOptions {
+            t: T,
+            seed: SEED,
+            out: dir.join("out"),
+            program: Program::Ours(ours()),
+            images: harness::topology::Images::from_env(),
+            slack: SLACK,
+            repeat: 1,
+        };
+        let outcome = run(&scenario, &opts).await.expect("the run completes");
+        let check = |name: &str| {
+            (outcome.source.checks.iter())
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("the {name} check"))
+                .clone()
+        };
+        let sum = check("gauge sum");
+        let rows = check("one granted lock row");
+        assert_eq!(rows.verdict, harness::check::Verdict::Valid, "{rows}");
+        gauge_sums.push((
+            sum.verdict,
+            sum.figures["max gauge sum"].clone(),
+            sum.message,
+        ));
+    }
+    let [(other_key, max, _), (same_key, _, _)] = &gauge_sums[..] else {
+        panic!("two runs: {gauge_sums:?}");
+    };
+    assert_eq!(
+        *other_key,
+        harness::check::Verdict::Invalid,
+        "{gauge_sums:?}"
+    );
+    assert_eq!(max, "2", "{gauge_sums:?}");
+    assert_eq!(*same_key, harness::check::Verdict::Valid, "{gauge_sums:?}");
+}
