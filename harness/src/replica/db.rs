@@ -22,14 +22,14 @@ const INSERT_WORK: &str = "INSERT INTO leader_work (loop_name, replica, term) VA
 /// (`fence` NULL), which always lands, and the fenced one, which lands only while the term's
 /// token is the newest (the guard of [`elector::sql::FENCE_LATEST`]). A pass held in transit
 /// until a newer term began lands as its unfenced row alone: the fence rejected its twin.
-fn insert_fenced_work() -> String {
+static INSERT_FENCED_WORK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "INSERT INTO leader_work (loop_name, replica, term, fence) \
          SELECT $1, $2, $3, twin.fence FROM (VALUES (NULL::bigint), ($4::bigint)) AS twin(fence) \
          WHERE twin.fence IS NULL OR twin.fence = {}",
         elector::sql::FENCE_LATEST
     )
-}
+});
 
 /// The read a boot pass and an every-replica sample take.
 const COUNT_WORK: &str = "SELECT count(*) FROM leader_work WHERE loop_name = $1";
@@ -95,7 +95,7 @@ impl Database {
     }
 
     /// Writes one `leader_work` row for `loop_name` in `term`, on a pooled connection; with the
-    /// term's `fence` token (X-FENCE), its fenced twin too ([`insert_fenced_work`]).
+    /// term's `fence` token (X-FENCE), its fenced twin too ([`INSERT_FENCED_WORK`]).
     ///
     /// Like every statement of the replica's own work, an unnamed statement with typed
     /// parameters: one round trip, and nothing prepared that a transaction-mode pooler would
@@ -121,7 +121,7 @@ impl Database {
             Some(fence) => {
                 let mut fenced = params.to_vec();
                 fenced.push((&fence, Type::INT8));
-                (client.execute_typed(&insert_fenced_work(), &fenced)).await
+                (client.execute_typed(&INSERT_FENCED_WORK, &fenced)).await
             }
         };
         written.map(|_| ()).map_err(db_error)
