@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The README's main job: the conformance suite. Builds the local images (skipped when up to
 # date), runs the elector's tests (their clause verdicts join the report), then every scenario
-# under scenarios/, and writes target/conformance/{report.md,report.json,junit.xml} and one
-# evidence folder per scenario (timeline.jsonl, timeline.svg, checks, replica logs).
+# under scenarios/ on each PostgreSQL major (ELECTOR_PG_VERSIONS, default 13,15,17), and writes
+# target/conformance/{report.html,report.md,junit.xml} (a column per major) and each major's own
+# report and evidence folders (timeline.jsonl, timeline.svg, checks, replica logs) under
+# target/conformance/pg<major>/.
 #   ci/conformance.sh [harness run flags and scenario names...]   e.g. --t 250ms leader-partition
 # Exits non-zero when a clause or an elector test fails; a build or setup error stops it before
 # the report.
@@ -15,7 +17,13 @@ source ci/prereqs.sh
 log() { printf '[conformance] %s\n' "$*" >&2; }
 # python-replicas: scenarios/rolling-upgrade.toml runs the Python example as its new build.
 prereqs docker cargo openssl nextest python-replicas
-bash ci/build-images.sh
+# X-PGVER: the PostgreSQL majors the report gives a verdict on, a column each (13, 15 and 17 by
+# default; ELECTOR_PG_VERSIONS=15 for the single-version report). The elector's tests run on 15,
+# and one of them on 13 (the pre-14 path), so both are always built.
+versions=${ELECTOR_PG_VERSIONS:-13,15,17}
+bash ci/build-images.sh --pg "13,15,$versions"
+matrix=(--pg "$versions")
+[ "$versions" = 15 ] && matrix=()
 cargo build --quiet --release -p harness
 
 # The elector's tests. Their JUnit file feeds the report, so an earlier run's file goes first:
@@ -36,7 +44,7 @@ esac
 [ -f "$junit" ] || { log "error: cargo nextest exited with $tests but wrote no $junit; no report"; exit 1; }
 
 report=0
-target/release/harness run --elector-junit "$junit" "$@" || report=$?
+target/release/harness run --elector-junit "$junit" "${matrix[@]}" "$@" || report=$?
 if [ "$report" -ne 0 ]; then exit "$report"; fi
 if [ "$tests" -ne 0 ]; then
   log "error: the report passed, but elector tests failed (see nextest's output above)"

@@ -30,12 +30,13 @@ declare -A focus=(
   [leadership]="$lib | test(/^leadership::|^launchers::while_leader/)"
   [panic]="$lib | test(/^launchers::probe_follows|^run::abandonment|^run::panic_in_run/)"
   [readiness]="$lib | test(/^launchers::/)"
-  [run]="$lib | test(/^fence::|^run::|^demotion::|^lock::|^leadership::/)"
-  [session]="$lib | test(/^fence::|^run::|^demotion::|^orphan::|^session::|^leadership::|^verify::/)"
-  [sql]="$lib | test(/^fence::|^lock::|^leadership::|^orphan::/)"
+  [run]="$lib | test(/^fence::|^run::|^demotion::|^lock::|^leadership::|^wake::|^pre14::/)"
+  [session]="$lib | test(/^fence::|^run::|^demotion::|^orphan::|^session::|^leadership::|^verify::|^wake::|^pre14::/)"
+  [sql]="$lib | test(/^fence::|^lock::|^leadership::|^orphan::|^pre14::|^wake::/)"
   [supervisor]="$lib | test(/^run::abandonment/)"
-  [term]="$lib | test(/^fence::|^term_do::|^demotion::|^orphan::a_frozen|^launchers::/)"
+  [term]="$lib | test(/^fence::|^term_do::|^demotion::|^orphan::a_frozen|^launchers::|^pre14::/)"
   [ticker]="$lib | test(/^launchers::/)"
+  [wake]="$lib | test(/^wake::/)"
   [while_leader]="$lib | test(/^launchers::while_leader/)"
 )
 # Every elector test but the CFG-1 compile-fail test (it builds a crate of its own for minutes

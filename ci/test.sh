@@ -13,7 +13,8 @@ source ci/prereqs.sh
 # host; with them installed, a missing binary is a failure, not a skip (ELECTOR_REQUIRE_LOCAL).
 # actionlint: the workflow lint test (harness/tests/ci) reads ACTIONLINT.
 prereqs docker cargo openssl lints nextest local-backend actionlint python-replicas
-bash ci/build-images.sh
+# PostgreSQL 15 for the tests, and 13 for the elector's pre-14 test (X-PGVER).
+bash ci/build-images.sh --pg 13,15
 export ELECTOR_REQUIRE_LOCAL=1
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -2,6 +2,9 @@
 //!
 //! - take-over latency after a graceful shutdown and after a backend kill, median and max in
 //!   units of T, over `TRIALS` trials each at T = 200 ms (goal: median ≈ 0.5·T, max ≤ T + 20 ms);
+//! - X-WAKE's handover table: release to new leader, p50 and p99 in ms, polling against waking,
+//!   at T = 200 ms and 5 s, after a graceful release, a killed backend and a crashed process
+//!   (goal when waking: p50 under 20 ms whatever T is; polling: about T/2);
 //! - backends opened per 1000 refused standby checks (goal: 0), from `pg_stat_database.sessions`;
 //! - round trips per standby check and per leader check (goal: 1), counted as ReadyForQuery
 //!   messages on a relay between the elector and the server.
@@ -109,9 +112,13 @@ fn pool(url: &str, app: &str) -> Pool {
 }
 
 async fn elector(url: &str, app: &str, t: Duration) -> Elector {
+    elector_with(url, app, t, false).await
+}
+
+async fn elector_with(url: &str, app: &str, t: Duration, wake: bool) -> Elector {
     let pool = pool(url, app);
     drop(pool.get().await.unwrap());
-    Elector::new(Config::new(pool).check_interval(t)).unwrap()
+    Elector::new(Config::new(pool).check_interval(t).wake(wake)).unwrap()
 }
 
 fn run(
@@ -144,13 +151,97 @@ fn stats(mut xs: Vec<f64>) -> serde_json::Value {
         "max_ms": max * T.as_secs_f64() * 1000.0, "min_t": xs[0]})
 }
 
+/// The pid of the session granted the lock (a waking standby's queued session shows too).
 async fn lock_pid(observer: &tokio_postgres::Client) -> i32 {
     let rows = observer
         .query(testkit::SPEC_LEADER_QUERY, &[])
         .await
         .unwrap();
-    assert_eq!(rows.len(), 1);
-    rows[0].get(0)
+    let granted: Vec<i32> = rows
+        .iter()
+        .filter(|r| r.get::<_, bool>(1))
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(granted.len(), 1, "one granted row");
+    granted[0]
+}
+
+/// What ends the leader's term in a take-over trial.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Its shutdown token: a graceful release (`pg_advisory_unlock`).
+    Graceful,
+    /// Its lock session's backend killed (`pg_terminate_backend`).
+    BackendKill,
+    /// Its `run` task aborted: the connection closes without an unlock, as a killed process's.
+    ProcessCrash,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Graceful => "graceful",
+            Fault::BackendKill => "backend_kill",
+            Fault::ProcessCrash => "process_crash",
+        }
+    }
+}
+
+/// `trials` take-overs between two electors at interval `t` (waking as given), each ended by
+/// `fault`: a leads, b stands by, the fault hits a, b leads; then the roles swap. A random
+/// pause (seeded) spreads the fault over the standby's check phase. Seconds from fault to lead.
+async fn takeovers(
+    url: &str,
+    observer: &tokio_postgres::Client,
+    t: Duration,
+    wake: bool,
+    fault: Fault,
+    trials: usize,
+    rng: &mut fastrand::Rng,
+) -> Vec<f64> {
+    let (mut a, mut b) = (
+        elector_with(url, "a", t, wake).await,
+        elector_with(url, "b", t, wake).await,
+    );
+    let (mut astop, mut arun) = run(&a);
+    until(2 * t, || a.is_leader()).await.expect("a leads");
+    let (mut bstop, mut brun) = run(&b);
+    let mut samples = Vec::new();
+    for _ in 0..trials {
+        let phase = rng.u64(0..t.as_millis() as u64);
+        tokio::time::sleep(t + Duration::from_millis(phase)).await;
+        let fault_at = Instant::now();
+        match fault {
+            Fault::Graceful => astop.cancel(),
+            Fault::BackendKill => {
+                let pid = lock_pid(observer).await;
+                observer
+                    .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                    .await
+                    .unwrap();
+            }
+            Fault::ProcessCrash => arun.abort(),
+        }
+        until(3 * t, || b.is_leader()).await.expect("take-over");
+        samples.push(fault_at.elapsed().as_secs_f64());
+        match fault {
+            Fault::Graceful | Fault::ProcessCrash => {
+                let _ = arun.await;
+                (astop, arun) = run(&a);
+            }
+            Fault::BackendKill => {
+                until(2 * t, || !a.is_leader()).await.expect("a demotes");
+            }
+        }
+        std::mem::swap(&mut a, &mut b);
+        std::mem::swap(&mut astop, &mut bstop);
+        std::mem::swap(&mut arun, &mut brun);
+    }
+    for (stop, run) in [(astop, arun), (bstop, brun)] {
+        stop.cancel();
+        let _ = run.await;
+    }
+    samples
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -175,52 +266,57 @@ async fn main() {
     let (observer, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(conn);
 
-    // Take-over after a graceful shutdown and after a backend kill: a leads, b waits; then the
-    // roles swap. A random pause (seeded) spreads the fault over the standby's check phase.
+    // Take-over after a graceful shutdown and after a backend kill, at T = 200 ms, polling.
     let mut results = serde_json::Map::new();
-    for kind in ["graceful", "backend_kill"] {
-        let (mut a, mut b) = (elector(&url, "a", T).await, elector(&url, "b", T).await);
-        let (mut astop, mut arun) = run(&a);
-        until(2 * T, || a.is_leader()).await.expect("a leads");
-        let (mut bstop, mut brun) = run(&b);
-        let mut samples = Vec::new();
-        for _ in 0..trials {
-            tokio::time::sleep(T + Duration::from_millis(rng.u64(0..200))).await;
-            let fault_at = Instant::now();
-            if kind == "graceful" {
-                astop.cancel();
-            } else {
-                let pid = lock_pid(&observer).await;
-                observer
-                    .execute("SELECT pg_terminate_backend($1)", &[&pid])
-                    .await
-                    .unwrap();
-            }
-            until(3 * T, || b.is_leader()).await.expect("take-over");
-            samples.push(fault_at.elapsed().as_secs_f64() / T.as_secs_f64());
-            if kind == "graceful" {
-                arun.await.unwrap().unwrap();
-                (astop, arun) = run(&a);
-            } else {
-                until(2 * T, || !a.is_leader()).await.expect("a demotes");
-            }
-            std::mem::swap(&mut a, &mut b);
-            std::mem::swap(&mut astop, &mut bstop);
-            std::mem::swap(&mut arun, &mut brun);
-        }
-        for (stop, run) in [(astop, arun), (bstop, brun)] {
-            stop.cancel();
-            run.await.unwrap().unwrap();
-        }
+    for kind in [Fault::Graceful, Fault::BackendKill] {
+        let samples = takeovers(&url, &observer, T, false, kind, trials, &mut rng).await;
+        let samples: Vec<f64> = samples.iter().map(|d| d / T.as_secs_f64()).collect();
         let s = stats(samples);
         println!(
-            "take-over after {kind:<12}: median {:.3} T, max {:.3} T ({:.0} ms), n = {}",
+            "take-over after {:<12}: median {:.3} T, max {:.3} T ({:.0} ms), n = {}",
+            kind.name(),
             s["median_t"].as_f64().unwrap(),
             s["max_t"].as_f64().unwrap(),
             s["max_ms"].as_f64().unwrap(),
             trials
         );
-        results.insert(format!("takeover_{kind}"), s);
+        results.insert(format!("takeover_{}", kind.name()), s);
+    }
+
+    // X-WAKE: the handover table, polling against waking, at T = 200 ms and 5 s, after a
+    // graceful release, a killed backend and a crashed process (`ELECTOR_BENCH_WAKE=0` skips
+    // it; `ELECTOR_BENCH_WAKE_TRIALS` sets its trials per cell, default 20).
+    if std::env::var("ELECTOR_BENCH_WAKE").as_deref() != Ok("0") {
+        let wake_trials: usize = std::env::var("ELECTOR_BENCH_WAKE_TRIALS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20);
+        let mut table = Vec::new();
+        println!("handover, release to new leader (ms), {wake_trials} trials per row:");
+        for t in [T, Duration::from_secs(5)] {
+            for kind in [Fault::Graceful, Fault::BackendKill, Fault::ProcessCrash] {
+                for wake in [false, true] {
+                    let mut ms: Vec<f64> =
+                        (takeovers(&url, &observer, t, wake, kind, wake_trials, &mut rng).await)
+                            .iter()
+                            .map(|s| s * 1000.0)
+                            .collect();
+                    ms.sort_by(f64::total_cmp);
+                    let pct =
+                        |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
+                    let (p50, p99) = (pct(0.5), pct(0.99));
+                    let how = if wake { "wake" } else { "polling" };
+                    println!(
+                        "  T = {t:?} {:<13} {how:<8} p50 {p50:>7.1} ms  p99 {p99:>7.1} ms",
+                        kind.name()
+                    );
+                    table.push(serde_json::json!({"t_ms": t.as_millis() as u64,
+                        "fault": kind.name(), "mode": how, "trials": ms.len(),
+                        "p50_ms": p50, "p99_ms": p99}));
+                }
+            }
+        }
+        results.insert("handover".into(), serde_json::json!(table));
     }
 
     // Backends opened by 1000 refused checks, and round trips per check, through the relay.

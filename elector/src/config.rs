@@ -14,6 +14,13 @@ pub const UNLOCK_DEADLINE: Duration = Duration::from_secs(2);
 /// How many check intervals the lock session may sit idle before the server ends it (ORPH-1).
 pub const IDLE_SESSION_INTERVALS: u32 = 4;
 
+/// X-PGVER: how many check intervals a lock session may sit idle on a server without
+/// `idle_session_timeout` (before PostgreSQL 14) before a standby ends it, and the lease of a
+/// term on such a server. Standbys check every T, so the session ends within 4·T of its last
+/// statement, as the spec's bound has it (ORPH-2); a live leader's session is never idle for
+/// much more than T.
+pub const PRE14_IDLE_INTERVALS: u32 = 3;
+
 /// Plain configuration data for [`Elector::new`](crate::Elector::new).
 ///
 /// CFG-1: the spec's `ErrNilPool` cannot happen here: `pool` is not optional, so a `Config`
@@ -28,6 +35,7 @@ pub const IDLE_SESSION_INTERVALS: u32 = 4;
 ///     detect_shared_session: true,
 ///     identity: None,
 ///     fencing: false,
+///     wake: false,
 /// };
 /// ```
 #[derive(Clone)]
@@ -73,6 +81,14 @@ pub struct Config {
     /// [`sql::FENCE_LATEST`]: crate::sql::FENCE_LATEST
     /// [`sql::CREATE_FENCE`]: crate::sql::CREATE_FENCE
     pub fencing: bool,
+    /// X-WAKE (beyond the spec): a standby keeps one session of its own queued on the key
+    /// beside its checks, so that a released key is taken within milliseconds of its release
+    /// (a graceful unlock, a crash, a killed backend) instead of at the next check, up to T
+    /// later. Costs one more backend per standby, held for as long as it stands by, and one
+    /// round trip per handover; each check still runs every T, so a lost wake-up costs only
+    /// speed. Not behind a transaction-mode pooler: the queued statement holds a server
+    /// connection of the pooler's for as long as it waits. Default: `false` (the spec's polling).
+    pub wake: bool,
 }
 
 impl Config {
@@ -86,7 +102,14 @@ impl Config {
             detect_shared_session: true,
             identity: None,
             fencing: false,
+            wake: false,
         }
+    }
+
+    /// Turns the queued standby on (X-WAKE); see [`Config::wake`].
+    pub fn wake(mut self, on: bool) -> Self {
+        self.wake = on;
+        self
     }
 
     /// Turns fencing tokens on (X-FENCE); see [`Config::fencing`].
@@ -193,6 +216,8 @@ impl std::fmt::Debug for Config {
             .field("verify_lock", &self.verify_lock)
             .field("detect_shared_session", &self.detect_shared_session)
             .field("identity", &self.identity)
+            .field("fencing", &self.fencing)
+            .field("wake", &self.wake)
             .finish()
     }
 }

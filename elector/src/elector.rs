@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub(crate) interval: Duration,
     /// The standby's attempt, which also sets the orphaned-session bound on a grant (ORPH-1).
     pub(crate) attempt: String,
+    /// X-WAKE: the queued attempt a standby keeps waiting on the key, when waking is on.
+    pub(crate) waiting: Option<std::sync::Arc<str>>,
     pub(crate) verify_lock: bool,
     /// X-FENCE: `Some` when fencing, set once the fence's sequence is known to exist.
     pub(crate) fence: Option<AtomicBool>,
@@ -93,16 +95,19 @@ impl Elector {
         let idle_session_timeout_ms = idle_session_timeout_ms(interval)?;
         let identity = config.identity.as_deref().map(check_identity).transpose()?;
         let gauge = LeaderGauge::register(config.registry.as_ref())?;
+        let guarded = config.detect_shared_session;
         Ok(Self {
             inner: Arc::new(Inner {
                 pool: config.pool,
                 interval,
                 attempt: attempt(
-                    idle_session_timeout_ms,
-                    config.detect_shared_session,
-                    identity,
+                    crate::sql::try_lock(idle_session_timeout_ms, guarded, identity),
                     config.fencing,
                 ),
+                waiting: config.wake.then(|| {
+                    let wait = crate::sql::wait_lock(idle_session_timeout_ms, guarded, identity);
+                    attempt(wait, config.fencing).into()
+                }),
                 fence: config.fencing.then(|| AtomicBool::new(false)),
                 verify_lock: config.verify_lock,
                 guard_session: config.detect_shared_session,
@@ -204,15 +209,14 @@ impl std::fmt::Debug for Elector {
     }
 }
 
-/// The standby's attempt: the spec's statement with the guard, identity and bound
-/// ([`crate::sql::try_lock`]), and with fencing, the term's token drawn on a grant
-/// ([`crate::sql::fenced`]).
-fn attempt(bound_ms: u32, guarded: bool, identity: Option<&str>, fencing: bool) -> String {
-    let attempt = crate::sql::try_lock(bound_ms, guarded, identity);
+/// A standby's attempt (the spec's statement with the guard, identity and bound, polled
+/// ([`crate::sql::try_lock`]) or queued ([`crate::sql::wait_lock`])), and with fencing, the
+/// term's token drawn on a grant ([`crate::sql::fenced`]).
+fn attempt(statement: String, fencing: bool) -> String {
     if fencing {
-        crate::sql::fenced(&attempt)
+        crate::sql::fenced(&statement)
     } else {
-        attempt
+        statement
     }
 }
 

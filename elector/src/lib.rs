@@ -11,6 +11,7 @@
 //! | Session connection, demotion, orphaned session bound | `session` |
 //! | The leadership watch (beyond the spec) | [`leadership`] |
 //! | Which replica leads (X-WHO, beyond the spec) | [`who`] |
+//! | A standby queued on the lock (X-WAKE, beyond the spec) | `wake` |
 //! | Metric | `gauge` |
 //! | Which loops run on the leader | [`ticker`], [`while_leader`], [`gate`] |
 //! | Readiness | [`readiness`] |
@@ -25,8 +26,11 @@ mod run;
 mod session;
 pub mod sql;
 mod term;
+mod wake;
 
-pub use config::{Config, DEFAULT_CHECK_INTERVAL, IDLE_SESSION_INTERVALS, UNLOCK_DEADLINE};
+pub use config::{
+    Config, DEFAULT_CHECK_INTERVAL, IDLE_SESSION_INTERVALS, PRE14_IDLE_INTERVALS, UNLOCK_DEADLINE,
+};
 pub use elector::{Done, Elector};
 pub use error::Error;
 pub use gauge::{GAUGE_HELP, GAUGE_NAME};

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::elector::Inner;
 use crate::leadership::CheckOutcome;
 use crate::session::{Grant, Loan, LockSession};
+use crate::wake::Waiter;
 use crate::{Elector, Error};
 
 impl Elector {
@@ -38,10 +39,16 @@ impl Elector {
         let mut ticks = interval(inner.interval);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut held: Option<LockSession> = None;
+        // X-WAKE: the standby's session queued on the key, when waking is on.
+        let mut waiter: Option<Waiter> = None;
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
+                granted = Waiter::granted(&mut waiter) => {
+                    held = woken(inner, granted);
+                    continue;
+                }
                 _ = ticks.tick() => {}
             }
             held = match held.take() {
@@ -62,11 +69,32 @@ impl Elector {
                     }
                 },
             };
+            // A leader needs no queued session (dropping it ends it); a standby keeps one.
+            match (&held, &inner.waiting) {
+                (None, Some(statement)) if waiter.is_none() => {
+                    waiter = Some(Waiter::start(inner, statement.clone()));
+                }
+                (Some(_), _) => waiter = None,
+                _ => {}
+            }
         }
+        drop(waiter);
         if let Some(session) = held {
             session.release().await;
         }
         Ok(())
+    }
+}
+
+/// X-WAKE: the queued session was granted the key (a term begins), or broke (a new one queues
+/// at the next check, which still runs every T).
+fn woken(inner: &Arc<Inner>, granted: Result<Grant, Error>) -> Option<LockSession> {
+    match granted {
+        Ok(grant) => Some(lead(inner, grant)),
+        Err(e) => {
+            tracing::debug!(error = %e, "background leader: the queued attempt ended: {e}");
+            None
+        }
     }
 }
 
@@ -115,15 +143,7 @@ impl Drop for Running {
 /// grant, the bound and then the term. Its outcome goes to the leadership watch.
 async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
     let failed = match try_lock(inner).await {
-        Ok(Some(grant)) => {
-            let session = grant.begin(inner);
-            tracing::info!(
-                term = session.term_number(),
-                backend_pid = session.backend_pid(),
-                "background leader lock acquired"
-            );
-            return Some(session);
-        }
+        Ok(Some(grant)) => return Some(lead(inner, grant)),
         Ok(None) => {
             tracing::debug!("background leader lock held elsewhere");
             inner.leadership.checked(CheckOutcome::Refused);
@@ -138,6 +158,17 @@ async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
     None
 }
 
+/// RUN-3: a grant begins a term.
+fn lead(inner: &Arc<Inner>, grant: Grant) -> LockSession {
+    let session = grant.begin(inner);
+    tracing::info!(
+        term = session.term_number(),
+        backend_pid = session.backend_pid(),
+        "background leader lock acquired"
+    );
+    session
+}
+
 /// Tries the lock once on a loan from the pool. `Ok(None)`: another session holds it and the
 /// connection went back to the pool unchanged. On any other answer, error, timeout or a dropped
 /// future the loan closes the connection, since its state is unknown.
@@ -149,8 +180,57 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
         ready.store(true, Ordering::SeqCst);
     }
     let sent = tokio::time::Instant::now();
-    let answer = loan.query(&inner.attempt, t).await?;
-    let row = answer.iter().find_map(|m| match m {
+    let messages = loan.query(&inner.attempt, t).await?;
+    match answer(inner, &messages)? {
+        Answer::Granted {
+            pid,
+            bounded,
+            fence,
+        } => loan.grant(pid, bounded, fence, sent).map(Some),
+        Answer::Refused => {
+            loan.give_back();
+            Ok(None)
+        }
+        Answer::Reaped => {
+            loan.give_back();
+            tracing::warn!(
+                "background leader: ended the lock session, idle for over {}·T on a server \
+                 without idle_session_timeout (an orphaned leader's)",
+                crate::PRE14_IDLE_INTERVALS
+            );
+            Ok(None)
+        }
+        Answer::Shared => {
+            loan.give_back();
+            Err(Error::SharedSession)
+        }
+    }
+}
+
+/// What an attempt answered.
+pub(crate) enum Answer {
+    /// The key was granted to backend `pid`; `bounded` when the server took the bound; `fence`,
+    /// the term's token (X-FENCE).
+    Granted {
+        pid: i32,
+        bounded: bool,
+        fence: Option<i64>,
+    },
+    /// Another session holds the key.
+    Refused,
+    /// X-PGVER: another session held the key and had sat idle too long on a server without
+    /// `idle_session_timeout`; this attempt ended it (the key is free for the next one).
+    Reaped,
+    /// This session already holds the key (POOL-1).
+    Shared,
+}
+
+/// Reads an attempt's answer; anything else than one of the three is a protocol error.
+pub(crate) fn answer(
+    inner: &Inner,
+    messages: &[tokio_postgres::SimpleQueryMessage],
+) -> Result<Answer, Error> {
+    let row = messages.iter().find_map(|m| match m {
         tokio_postgres::SimpleQueryMessage::Row(row) => Some((
             row.get(0).unwrap_or_default().to_owned(),
             row.get(1).and_then(|p| p.parse::<i32>().ok()),
@@ -162,20 +242,18 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
     // X-FENCE: a fencing elector's grant carries its token.
     let fenced = |fence: Option<i64>| inner.fence.is_none() || fence.is_some();
     match row {
-        Some((outcome, Some(pid), fence)) if outcome == "granted" && fenced(fence) => {
-            loan.grant(pid, true, fence, sent).map(Some)
+        Some((outcome, Some(pid), fence))
+            if (outcome == "granted" || outcome == "unbounded") && fenced(fence) =>
+        {
+            Ok(Answer::Granted {
+                pid,
+                bounded: outcome == "granted",
+                fence,
+            })
         }
-        Some((outcome, Some(pid), fence)) if outcome == "unbounded" && fenced(fence) => {
-            loan.grant(pid, false, fence, sent).map(Some)
-        }
-        Some((outcome, _, _)) if outcome == "refused" => {
-            loan.give_back();
-            Ok(None)
-        }
-        Some((outcome, _, _)) if outcome == "shared" => {
-            loan.give_back();
-            Err(Error::SharedSession)
-        }
+        Some((outcome, _, _)) if outcome == "refused" => Ok(Answer::Refused),
+        Some((outcome, _, _)) if outcome == "reaped" => Ok(Answer::Reaped),
+        Some((outcome, _, _)) if outcome == "shared" => Ok(Answer::Shared),
         other => Err(Error::Protocol(format!("{other:?} to the lock attempt"))),
     }
 }

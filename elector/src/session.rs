@@ -23,14 +23,14 @@ use tokio::time::Instant;
 use tokio_postgres::SimpleQueryMessage;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::config::UNLOCK_DEADLINE;
+use crate::config::{PRE14_IDLE_INTERVALS, UNLOCK_DEADLINE};
 use crate::elector::Inner;
 use crate::leadership::{Abandon, Release, TermEnd, TermInfo};
 use crate::term::{TermCause, TermState};
 use crate::{sql, Error};
 
 /// Runs `sql` on `client` within `deadline`; returns the answer's messages.
-async fn query(
+pub(crate) async fn query(
     client: &tokio_postgres::Client,
     sql: &str,
     deadline: Duration,
@@ -80,20 +80,25 @@ impl Loan {
     /// orphaned-session bound set by the same statement unless the server lacks the setting
     /// (`bounded`): detach it from the pool for good (RUN-3).
     pub(crate) fn grant(
-        mut self,
+        self,
         backend_pid: i32,
         bounded: bool,
         fence: Option<i64>,
         sent: Instant,
     ) -> Result<Grant, Error> {
-        let object = self.0.take().ok_or(Error::LockGone)?;
-        Ok(Grant {
-            client: Object::take(object),
+        Ok(Grant::new(
+            self.detach()?,
             backend_pid,
             bounded,
             fence,
             sent,
-        })
+        ))
+    }
+
+    /// Takes the connection out of the pool for good (the pool may open another in its place).
+    pub(crate) fn detach(mut self) -> Result<ClientWrapper, Error> {
+        let object = self.0.take().ok_or(Error::LockGone)?;
+        Ok(Object::take(object))
     }
 }
 
@@ -121,16 +126,56 @@ pub(crate) struct Grant {
 }
 
 impl Grant {
+    /// The lock, granted on `client` (detached from the pool) to backend `backend_pid` by a
+    /// statement sent at `sent`.
+    pub(crate) fn new(
+        client: ClientWrapper,
+        backend_pid: i32,
+        bounded: bool,
+        fence: Option<i64>,
+        sent: Instant,
+    ) -> Self {
+        Self {
+            client,
+            backend_pid,
+            bounded,
+            fence,
+            sent,
+        }
+    }
+
+    /// X-WAKE: a grant that waited in the lock queue was won by a statement sent long before
+    /// the server granted it, so its lease cannot run from that sending. One check on the
+    /// session, answered within `deadline` by the granted backend, starts the lease from the
+    /// check's sending instead (the server counts the bound from the end of the session's last
+    /// statement, never earlier). It costs the handover one round trip.
+    pub(crate) async fn confirm(mut self, deadline: Duration) -> Result<Self, Error> {
+        let sent = Instant::now();
+        let answer = first_value(&query(&self.client, sql::PING_SESSION, deadline).await?);
+        match answer.as_deref().map(str::parse::<i32>) {
+            Some(Ok(pid)) if pid == self.backend_pid => {
+                self.sent = sent;
+                Ok(self)
+            }
+            Some(Ok(_)) => Err(Error::SharedSession),
+            _ => Err(Error::Protocol(format!("{answer:?} to the lock check"))),
+        }
+    }
+
     /// Begins the term. A server without `idle_session_timeout` (before PostgreSQL 14) leads
     /// unbounded, with a WARN line: the documented fallback.
     pub(crate) fn begin(self, inner: &Arc<Inner>) -> LockSession {
-        if !self.bounded {
+        if self.bounded {
+            inner.lease.grant(self.sent);
+        } else {
             tracing::warn!(
                 "idle_session_timeout is not supported by this server (PostgreSQL 13 or \
-                 older): an orphaned lock session is bounded only by TCP keepalives"
+                 older): the standbys end this lock session once it is idle for \
+                 {PRE14_IDLE_INTERVALS}·T, and the term's lease is as long"
             );
+            inner.lease.grant_pre14(self.sent);
         }
-        LockSession::begin(inner, self.client, self.backend_pid, self.fence, self.sent)
+        LockSession::begin(inner, self.client, self.backend_pid, self.fence)
     }
 }
 
@@ -146,17 +191,14 @@ pub(crate) struct LockSession {
 }
 
 impl LockSession {
-    /// RUN-3: a term begins on `client`, which holds the lock and its bound, granted by a
-    /// statement sent at `sent`.
+    /// RUN-3: a term begins on `client`, which holds the lock and its bound, its lease granted.
     fn begin(
         inner: &Arc<Inner>,
         client: ClientWrapper,
         backend_pid: i32,
         fence: Option<i64>,
-        sent: Instant,
     ) -> Self {
         let number = inner.terms.fetch_add(1, Ordering::SeqCst) + 1;
-        inner.lease.grant(sent);
         let term = TermState::new(number, fence, inner.lease.clone());
         *inner.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(term.clone());
         inner.leader.store(true, Ordering::SeqCst);

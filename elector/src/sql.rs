@@ -48,13 +48,69 @@ pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
 /// (printable ASCII without quotes or backslashes, 1 to 63 bytes), so it goes into the literal
 /// as it is.
 ///
-/// Answers `shared`, `granted`, `unbounded` or `refused`, and the backend's pid.
+/// Answers `shared`, `granted`, `unbounded`, `refused` or `reaped` (below), and the backend's pid.
 ///
 /// What the marker cannot catch: a session that holds the key without the marker (taken by
 /// another program, or by an elector with the guard off), which this attempt would stack; and a
 /// marker left behind by `pg_advisory_unlock_all()` run on the lock session by someone else,
 /// which makes that one server session refuse (as shared) until it ends or is reset.
+///
+/// X-PGVER: on a server without `idle_session_timeout` (before PostgreSQL 14) a refused attempt
+/// also ends the lock session if it has been idle longer than
+/// [`PRE14_IDLE_INTERVALS`](crate::PRE14_IDLE_INTERVALS)·T (3/4 of `bound_ms`), as the server's
+/// timeout would have, and answers `reaped`: the standbys' checks every T keep the spec's bound
+/// (the session ends within 4·T of its last statement). Only a session of the standby's own
+/// role is ended (another's would need `pg_signal_backend`, and its error would fail every
+/// check). This branch reads `pg_locks` and `pg_stat_activity`, on pre-14 servers only, on
+/// refusals only; a server with the setting never evaluates it.
 pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String {
+    let idle_ms = u64::from(bound_ms) * u64::from(crate::PRE14_IDLE_INTERVALS)
+        / u64::from(crate::IDLE_SESSION_INTERVALS);
+    let refused = format!(
+        "CASE WHEN current_setting('idle_session_timeout', true) IS NOT NULL THEN 'refused' \
+         WHEN (SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a \
+         WHERE a.pid IN (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' \
+         AND l.classid = 1886156915 AND l.objid = 1 AND l.objsubid = 2 AND l.granted \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())) \
+         AND a.state = 'idle' AND a.usename = current_user \
+         AND a.state_change < clock_timestamp() - interval '{idle_ms} milliseconds') > 0 \
+         THEN 'reaped' ELSE 'refused' END"
+    );
+    attempt(
+        "pg_try_advisory_lock(1886156915, 1)",
+        &refused,
+        bound_ms,
+        guarded,
+        identity,
+    )
+}
+
+/// X-WAKE: a standby's queued attempt, [`try_lock`] with the spec's key taken by
+/// `pg_advisory_lock`, which waits in the server's lock queue until the holder's session
+/// releases the key (a graceful unlock, or the session's end: a crash, a killed backend, the
+/// orphaned-session bound) and is then granted at once. The grant sets the bound, the marker
+/// and the name in the same statement, as [`try_lock`]'s does. It answers `granted`,
+/// `unbounded` or `shared`, never `refused`; it has no deadline of its own.
+pub fn wait_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String {
+    // `pg_advisory_lock` returns void, which is never NULL: the test only orders the steps.
+    attempt(
+        "pg_advisory_lock(1886156915, 1) IS NOT NULL",
+        "'refused'",
+        bound_ms,
+        guarded,
+        identity,
+    )
+}
+
+/// The granting statement around `lock`, a boolean expression that takes the key; `refused`
+/// is the answer when it is false.
+fn attempt(
+    lock: &str,
+    refused: &str,
+    bound_ms: u32,
+    guarded: bool,
+    identity: Option<&str>,
+) -> String {
     let shared = if guarded {
         "WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' \
          THEN 'shared' "
@@ -71,10 +127,10 @@ pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String 
         .map(|id| format!("WHEN set_config('application_name', '{id}', false) IS NULL THEN NULL "))
         .unwrap_or_default();
     format!(
-        "SELECT CASE {shared}WHEN pg_try_advisory_lock(1886156915, 1) THEN CASE {marker}{name}\
+        "SELECT CASE {shared}WHEN {lock} THEN CASE {marker}{name}\
          WHEN current_setting('idle_session_timeout', true) IS NULL THEN 'unbounded' \
          WHEN set_config('idle_session_timeout', '{bound_ms}', false) IS NOT NULL \
-         THEN 'granted' END ELSE 'refused' END, pg_backend_pid()"
+         THEN 'granted' END ELSE {refused} END, pg_backend_pid()"
     )
 }
 
@@ -150,6 +206,13 @@ pub const PING_SESSION: &str = "SELECT pg_backend_pid()";
 /// is therefore off by default and, when on, runs on the leader only, once per T.
 pub const PING_VERIFY: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
 AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted)";
+
+/// X-WAKE: ends a standby's queued attempt that its elector gave up (it led by polling, it
+/// shut down): a session that waits in the lock queue does not notice its client's close
+/// before it is granted, so the elector ends it by its pid (a backend of its own role).
+pub fn end_waiter(backend_pid: i32) -> String {
+    format!("SELECT pg_terminate_backend({backend_pid})")
+}
 
 /// Graceful release (RUN-6): the spec's `pg_advisory_unlock`, and the session marker cleared in
 /// the same statement (answers `t` when the session held the lock, `f` when it did not).

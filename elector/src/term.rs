@@ -75,10 +75,17 @@ impl Link {
 /// (RUN-5), 3·T before the lease runs out.
 ///
 /// One lease per elector, granted afresh at each term; it is read without a lock (ISL-1).
+///
+/// On a server without `idle_session_timeout` (before PostgreSQL 14) nothing ends the session
+/// on the server's own; the standbys end it once it has been idle [`crate::PRE14_IDLE_INTERVALS`]·T
+/// (X-PGVER, [`crate::sql::try_lock`]), and such a term's lease is that long instead.
 #[derive(Debug)]
 pub(crate) struct Lease {
     epoch: Instant,
-    length: Duration,
+    /// The length of a term's lease on a server that bounds the session itself (4·T).
+    bounded: Duration,
+    /// The live term's length, in nanoseconds: `bounded`, or 3·T before PostgreSQL 14.
+    length_ns: AtomicU64,
     /// The lease's end, in nanoseconds since `epoch`; 0 before the first grant.
     until_ns: AtomicU64,
 }
@@ -88,7 +95,8 @@ impl Lease {
     pub(crate) fn new(length: Duration) -> Self {
         Self {
             epoch: Instant::now(),
-            length,
+            bounded: length,
+            length_ns: AtomicU64::new(nanos(length)),
             until_ns: AtomicU64::new(0),
         }
     }
@@ -97,16 +105,30 @@ impl Lease {
         u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// A new term: the lease ends `length` after the sending of the statement that won the grant.
+    /// A new term: the lease ends its length (4·T) after the sending of the statement that won
+    /// the grant.
     pub(crate) fn grant(&self, sent: Instant) {
+        self.grant_for(sent, self.bounded);
+    }
+
+    /// A new term on a server without `idle_session_timeout` (X-PGVER): a lease of
+    /// [`crate::PRE14_IDLE_INTERVALS`]·T, the idle time after which a standby ends the session.
+    pub(crate) fn grant_pre14(&self, sent: Instant) {
+        let length = self.bounded * crate::PRE14_IDLE_INTERVALS / crate::IDLE_SESSION_INTERVALS;
+        self.grant_for(sent, length);
+    }
+
+    /// A new term whose lease ends `length` after `sent`, and each confirmation extends by it.
+    fn grant_for(&self, sent: Instant, length: Duration) {
+        self.length_ns.store(nanos(length), Ordering::SeqCst);
         self.until_ns
-            .store(self.ns(sent + self.length).max(1), Ordering::SeqCst);
+            .store(self.ns(sent + length).max(1), Ordering::SeqCst);
     }
 
     /// The server answered a statement sent at `sent`: the lease ends `length` after it, unless
     /// it has run out already.
     pub(crate) fn confirm(&self, sent: Instant) {
-        let (now, until) = (self.ns(Instant::now()), self.ns(sent + self.length));
+        let (now, until) = (self.ns(Instant::now()), self.ns(sent + self.length()));
         let _ = (self.until_ns).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
             (now < current && until > current).then_some(until)
         });
@@ -129,10 +151,14 @@ impl Lease {
         }
     }
 
-    /// Its length (4·T).
+    /// The live term's length (4·T; 3·T before PostgreSQL 14).
     pub(crate) fn length(&self) -> Duration {
-        self.length
+        Duration::from_nanos(self.length_ns.load(Ordering::SeqCst))
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The elector's side of one term: its number, its token, its links and, once ended, its cause.

@@ -30,6 +30,7 @@ pub mod event;
 pub mod fault;
 pub mod flags;
 pub mod level;
+pub mod matrix;
 pub mod observe;
 pub mod replica;
 pub mod report;

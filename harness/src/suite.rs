@@ -56,6 +56,20 @@ pub struct RunArgs {
     /// `NAME:LEVEL=CMD`.
     #[arg(long = "impl", value_name = "IMPL", conflicts_with = "replica_cmd")]
     pub implementations: Vec<String>,
+    /// X-PGVER: runs every scenario on each PostgreSQL major given (`13,15,17`: the images
+    /// `ci/build-images.sh --pg 13,15,17` builds, each with its Debian release's PgBouncer) and
+    /// writes one report.html with a column per version (each version's own report in
+    /// `<out>/pg<V>/`). `--elector-junit` is the elector's tests on 15: they decide the 15
+    /// column's in-process clauses. Each version's images: `ELECTOR_POSTGRES_<V>_IMAGE` and
+    /// `ELECTOR_PGBOUNCER_<V>_IMAGE` (15: the usual image flags), else the local build, else
+    /// upstream.
+    #[arg(
+        long = "pg",
+        value_name = "VERSIONS",
+        value_delimiter = ',',
+        conflicts_with = "implementations"
+    )]
+    pub pg: Vec<u32>,
 }
 
 impl RunArgs {
@@ -64,6 +78,16 @@ impl RunArgs {
     /// # Errors
     /// `--slack` is not less than `--t`.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(v) = self
+            .pg
+            .iter()
+            .find(|v| testkit::images::Major::of(**v).is_none())
+        {
+            bail!(
+                "--pg {v}: PostgreSQL {v} is not in the matrix; its majors are {}",
+                crate::matrix::majors()
+            );
+        }
         if self.slack >= self.t {
             bail!(
                 "--slack {} is not less than --t {}: the slack is scheduling noise, small against T",
@@ -184,6 +208,12 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
 /// not run (an in-process test decides them for the Rust crate only), so that a clause no
 /// scenario can decide says why.
 fn in_process_only() -> Source {
+    in_process_not_run("not run: the elector's own tests decide these on the Rust crate only")
+}
+
+/// The in-process clauses as not run, for `why` (a program other than the crate, or a server
+/// version the elector's tests did not run on).
+pub(crate) fn in_process_not_run(why: &str) -> Source {
     let mut ids: Vec<String> = (elector_test_clauses().into_iter())
         .flat_map(|(_, ids)| ids)
         .collect();
@@ -191,12 +221,7 @@ fn in_process_only() -> Source {
     ids.dedup();
     let check = Check {
         needs: Some(crate::level::Need::InProcess),
-        ..Check::new(
-            "in-process tests",
-            &[],
-            Verdict::Unknown,
-            "not run: the elector's own tests decide these on the Rust crate only".into(),
-        )
+        ..Check::new("in-process tests", &[], Verdict::Unknown, why.to_owned())
     };
     Source {
         name: "elector tests (in-process)".into(),
@@ -208,7 +233,7 @@ fn in_process_only() -> Source {
 
 /// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
 pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 19] = [
+    const SOURCES: [&str; 21] = [
         include_str!("../../elector/tests/it/config.rs"),
         include_str!("../../elector/tests/it/demotion.rs"),
         include_str!("../../elector/tests/it/fence.rs"),
@@ -218,10 +243,12 @@ pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
         include_str!("../../elector/tests/it/metrics.rs"),
         include_str!("../../elector/tests/it/orphan.rs"),
         include_str!("../../elector/tests/it/pooler.rs"),
+        include_str!("../../elector/tests/it/pre14.rs"),
         include_str!("../../elector/tests/it/run.rs"),
         include_str!("../../elector/tests/it/session.rs"),
         include_str!("../../elector/tests/it/term_do.rs"),
         include_str!("../../elector/tests/it/verify.rs"),
+        include_str!("../../elector/tests/it/wake.rs"),
         include_str!("../../elector/tests/it/who.rs"),
         // The unit tests in the elector's modules.
         include_str!("../../elector/src/elector.rs"),
@@ -277,6 +304,9 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let binary = std::env::current_exe().context("locating the harness binary")?;
     if !args.implementations.is_empty() {
         return compare(&args, &scenarios, seed, &binary).await;
+    }
+    if !args.pg.is_empty() {
+        return crate::matrix::run(&args, &scenarios, seed, args.program.program(binary)?).await;
     }
     let opts = RunOptions {
         t: args.t,
@@ -372,12 +402,20 @@ async fn compare(
             report,
         });
     }
-    let comparison = Comparison { implementations };
-    comparison.write(&args.out)?;
+    conclude(&Comparison { implementations }, &args.out)
+}
+
+/// Writes `comparison` to `out`, prints its summary lines, and exits non-zero when any column
+/// failed a clause.
+pub(crate) fn conclude(
+    comparison: &crate::report::compare::Comparison,
+    out: &Path,
+) -> anyhow::Result<ExitCode> {
+    comparison.write(out)?;
     for line in comparison.summary_lines() {
         println!("{line}");
     }
-    println!("report: {}", args.out.join("report.html").display());
+    println!("report: {}", out.join("report.html").display());
     Ok(if comparison.failed() {
         ExitCode::FAILURE
     } else {
@@ -387,7 +425,11 @@ async fn compare(
 
 /// Runs every scenario `repeat` times, one after another, with a progress bar; one source per
 /// scenario, its runs merged.
-async fn run_all(scenarios: &[Scenario], opts: &RunOptions, repeat: usize) -> Vec<Source> {
+pub(crate) async fn run_all(
+    scenarios: &[Scenario],
+    opts: &RunOptions,
+    repeat: usize,
+) -> Vec<Source> {
     let bar = indicatif::ProgressBar::new((scenarios.len() * repeat) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")

@@ -17,19 +17,29 @@ const SLACK: Duration = Duration::from_millis(50);
 /// How long each seed's fault rounds last, at least.
 const ROUNDS: Duration = Duration::from_secs(40);
 
+/// The opt-in features a case's replicas run with.
+#[derive(Clone, Copy, Debug, Default)]
+struct Features {
+    /// X-FENCE: `--fence`.
+    fence: bool,
+    /// X-WAKE: `--wake`.
+    wake: bool,
+}
+
 #[rstest]
-#[case::seed_4(4, &[DbPath::Direct], false)]
+#[case::seed_4(4, &[DbPath::Direct], Features::default())]
 // X-FENCE: the replicas fence their work; no fenced write may land after a newer term began.
-#[case::seed_2_fenced(2, &[DbPath::Direct], true)]
-#[case::seed_3(3, &[DbPath::Direct], false)]
+#[case::seed_2_fenced(2, &[DbPath::Direct], Features { fence: true, wake: false })]
+// X-WAKE: each standby keeps a session queued on the lock; every property holds as without it.
+#[case::seed_3_waking(3, &[DbPath::Direct], Features { fence: false, wake: true })]
 // r2 behind PgBouncer in session mode: seed 9 showed a server session that PgBouncer lent again
 // after a term, which the history once took for the ended term's lock.
-#[case::seed_9_pgbouncer_session(9, &[DbPath::Direct, DbPath::PgbouncerSession], false)]
+#[case::seed_9_pgbouncer_session(9, &[DbPath::Direct, DbPath::PgbouncerSession], Features::default())]
 // r2 behind PgBouncer in transaction mode at its default pool size, the guard on: the elector
 // refuses to lead there (POOL-1), so the seed is held to the safety properties only.
-#[case::seed_5_pgbouncer_transaction(5, &[DbPath::Direct, DbPath::PgbouncerTransaction], false)]
+#[case::seed_5_pgbouncer_transaction(5, &[DbPath::Direct, DbPath::PgbouncerTransaction], Features::default())]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath], #[case] fence: bool) {
+async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath], #[case] features: Features) {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chaos-runs");
     let opts = RunOptions {
         t: T,
@@ -47,7 +57,8 @@ async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath], #[case] fence: bool)
         paths: paths.to_vec(),
         t: T,
         ours: true,
-        fence,
+        fence: features.fence,
+        wake: features.wake,
     };
     let run = run_seed(&params, &opts)
         .await

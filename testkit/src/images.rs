@@ -54,6 +54,75 @@ pub const TOXIPROXY: Service = Service {
     upstream: "ghcr.io/shopify/toxiproxy:2.12.0",
 };
 
+/// X-PGVER: a PostgreSQL major version the matrix runs, with the PgBouncer of the same Debian
+/// release (`ci/build-images.sh --pg 13,15,17` builds them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Major {
+    /// The major version.
+    pub version: u32,
+    /// Its PostgreSQL image.
+    pub postgres: Service,
+    /// The PgBouncer packaged beside it.
+    pub pgbouncer: Service,
+}
+
+/// X-PGVER: the majors of the matrix, oldest first. 15 is the default [`POSTGRES`] and
+/// [`PGBOUNCER`]; 13 (Debian bullseye, PgBouncer 1.15) has no `idle_session_timeout`; 17
+/// (Debian trixie, PgBouncer 1.24).
+pub const MAJORS: [Major; 3] = [
+    Major {
+        version: 13,
+        postgres: Service {
+            name: "postgres",
+            env: "ELECTOR_POSTGRES_13_IMAGE",
+            local: "elector-local/postgres:13",
+            upstream: "postgres:13",
+        },
+        pgbouncer: Service {
+            name: "pgbouncer",
+            env: "ELECTOR_PGBOUNCER_13_IMAGE",
+            local: "elector-local/pgbouncer:1.15",
+            upstream: "edoburu/pgbouncer:latest",
+        },
+    },
+    Major {
+        version: 15,
+        postgres: POSTGRES,
+        pgbouncer: PGBOUNCER,
+    },
+    Major {
+        version: 17,
+        postgres: Service {
+            name: "postgres",
+            env: "ELECTOR_POSTGRES_17_IMAGE",
+            local: "elector-local/postgres:17",
+            upstream: "postgres:17",
+        },
+        pgbouncer: Service {
+            name: "pgbouncer",
+            env: "ELECTOR_PGBOUNCER_17_IMAGE",
+            local: "elector-local/pgbouncer:1.24",
+            upstream: "edoburu/pgbouncer:latest",
+        },
+    },
+];
+
+impl Major {
+    /// The major `version` of the matrix, if it is one.
+    pub fn of(version: u32) -> Option<&'static Major> {
+        MAJORS.iter().find(|m| m.version == version)
+    }
+
+    /// The images a topology on this major runs (Toxiproxy as for every major).
+    pub fn images(&self) -> Images {
+        Images {
+            postgres: self.postgres.resolve(),
+            pgbouncer: self.pgbouncer.resolve(),
+            toxiproxy: TOXIPROXY.resolve(),
+        }
+    }
+}
+
 /// An image reference, `name:tag` (`name` may carry a registry and a port, e.g.
 /// `localhost:5000/postgres:15`; without a tag, `latest`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -26,6 +26,9 @@ pub struct PgOptions {
     /// another container (a [`PgBouncer`](crate::pgbouncer::PgBouncer)) reaches the server by
     /// that name. Default: none (the default bridge; reached through the mapped port only).
     pub network: Option<String>,
+    /// X-PGVER: the PostgreSQL major to run ([`crate::images::MAJORS`]). Default: none (the
+    /// default image, 15).
+    pub major: Option<u32>,
 }
 
 impl Default for PgOptions {
@@ -35,6 +38,7 @@ impl Default for PgOptions {
             label: "testkit",
             settings: Vec::new(),
             network: None,
+            major: None,
         }
     }
 }
@@ -57,7 +61,15 @@ impl Pg {
 
     /// Starts a server; panics with a clear message when Docker or the image is missing.
     pub async fn start_with(options: PgOptions) -> Pg {
-        let image = POSTGRES.resolve();
+        let service = match options.major {
+            None => POSTGRES,
+            Some(v) => {
+                crate::images::Major::of(v)
+                    .unwrap_or_else(|| panic!("PostgreSQL {v} is not a major of the matrix"))
+                    .postgres
+            }
+        };
+        let image = service.resolve();
         let mut request = Postgres::default()
             .with_db_name("plexsphere")
             .with_name(&image.name)

@@ -64,6 +64,10 @@ pub struct ChaosArgs {
     /// own replica only).
     #[arg(long)]
     pub fence: bool,
+    /// X-WAKE: each standby keeps a session queued on the lock (the harness's own replica
+    /// only); every history is checked as without it.
+    #[arg(long)]
+    pub wake: bool,
     /// Scheduling noise allowed on top of each bound (small against T; less than T).
     #[arg(long, default_value = "50ms", value_parser = crate::flags::duration)]
     pub slack: Duration,
@@ -94,6 +98,9 @@ impl ChaosArgs {
         if self.fence && self.program.replica_cmd.is_some() {
             bail!("--fence is a flag of the harness's own replica; a --replica-cmd program fences in its own way");
         }
+        if self.wake && self.program.replica_cmd.is_some() {
+            bail!("--wake is a flag of the harness's own replica; a --replica-cmd program wakes in its own way");
+        }
         if self.slack >= self.t {
             bail!("--slack must be less than --t: the slack is scheduling noise, small against T");
         }
@@ -109,6 +116,7 @@ impl ChaosArgs {
             t: self.t,
             ours: self.program.replica_cmd.is_none(),
             fence: self.fence,
+            wake: self.wake,
         }
     }
 }

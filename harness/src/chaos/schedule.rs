@@ -59,6 +59,9 @@ pub struct Params {
     /// history also checks that no fenced write lands after a newer term began. The schedule
     /// is drawn the same either way.
     pub fence: bool,
+    /// X-WAKE: the harness's replicas keep a session queued on the lock (`--wake`). The
+    /// schedule is drawn the same either way.
+    pub wake: bool,
 }
 
 /// One strike of a round.
@@ -193,11 +196,10 @@ fn replicas(p: &Params) -> BTreeMap<String, ReplicaDecl> {
             ]
             .map(String::from)
             .to_vec();
-            let args = if p.fence {
-                args.into_iter().chain(["--fence".to_owned()]).collect()
-            } else {
-                args
-            };
+            let features = [(p.fence, "--fence"), (p.wake, "--wake")];
+            let args = (args.into_iter())
+                .chain(features.iter().filter(|f| f.0).map(|f| f.1.to_owned()))
+                .collect();
             let decl = ReplicaDecl {
                 path: path.unwrap_or_default(),
                 args: if p.ours { args } else { Vec::new() },
@@ -402,6 +404,7 @@ mod tests {
             t: Duration::from_millis(200),
             ours: true,
             fence: false,
+            wake: false,
         }
     }
 

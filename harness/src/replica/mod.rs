@@ -56,7 +56,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// child's environment, so a variable set in the harness's own environment never changes a
 /// replica behind its spec's back (a stray `PLEXSPHERE_DSN` would wire loops into a replica
 /// meant to have none).
-pub const ENV_VARS: [&str; 12] = [
+pub const ENV_VARS: [&str; 13] = [
     "REPLICA_NAME",
     "PLEXSPHERE_DSN",
     "REPLICA_CHECK_INTERVAL_MS",
@@ -69,6 +69,7 @@ pub const ENV_VARS: [&str; 12] = [
     "REPLICA_RESTART_BACKOFF_MS",
     "REPLICA_VERIFY_LOCK",
     "REPLICA_FENCE",
+    "REPLICA_WAKE",
 ];
 
 /// The variable that carries the DSN (`--dsn`) to a replica the harness starts: unlike a
@@ -158,6 +159,11 @@ pub struct ReplicaArgs {
     #[arg(long, env = "REPLICA_FENCE")]
     pub fence: bool,
 
+    /// X-WAKE: a standby keeps a session queued on the lock, so it leads within milliseconds
+    /// of a release (graceful or a crash) instead of at its next check.
+    #[arg(long, env = "REPLICA_WAKE")]
+    pub wake: bool,
+
     /// Turn off the elector's shared-session guard (POOL-1), to show the transaction-mode
     /// pooler hazard: the spec's plain `pg_try_advisory_lock`.
     #[arg(long)]
@@ -246,6 +252,7 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
             .registry(registry.clone());
         config.verify_lock = args.verify_lock;
         config.fencing = args.fence;
+        config.wake = args.wake;
         config.detect_shared_session = !args.no_shared_session_guard;
         let elector = Elector::new(config).context("cannot build the elector")?;
         if let Some(ms) = args.pool_max_lifetime_ms {

@@ -47,7 +47,8 @@ impl Comparison {
     }
 
     /// Writes each implementation's report into `<dir>/<name>/`, then `report.html`,
-    /// `comparison.md` and `comparison.json` into `dir`.
+    /// `comparison.md` (also as `report.md`), `comparison.json` and `junit.xml` (every
+    /// implementation's suites, each name after `<name>: `) into `dir`.
     ///
     /// # Errors
     /// A file could not be written.
@@ -60,7 +61,18 @@ impl Comparison {
             serde_json::to_string_pretty(self)?,
         )?;
         std::fs::write(dir.join("comparison.md"), self.markdown())?;
+        std::fs::write(dir.join("report.md"), self.markdown())?;
+        std::fs::write(dir.join("junit.xml"), self.junit())?;
         std::fs::write(dir.join("report.html"), self.html())
+    }
+
+    /// One JUnit file of every implementation's suites, each name after `<name>: `.
+    pub fn junit(&self) -> String {
+        let mut report = quick_junit::Report::new("conformance");
+        for i in &self.implementations {
+            report.add_test_suites(i.report.junit_suites(&format!("{}: ", i.name)));
+        }
+        report.to_string().unwrap_or_default()
     }
 
     /// Each clause's verdict per implementation, with the link of its cell: the evidence folder

@@ -219,10 +219,17 @@ impl Report {
 
     /// The JUnit XML: a suite per scenario (a case per check) and a suite of clauses.
     pub fn junit(&self) -> String {
-        use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
         let mut report = quick_junit::Report::new("conformance");
+        report.add_test_suites(self.junit_suites(""));
+        report.to_string().unwrap_or_default()
+    }
+
+    /// [`Report::junit`]'s suites, each name after `prefix` (a comparison's column).
+    pub fn junit_suites(&self, prefix: &str) -> Vec<quick_junit::TestSuite> {
+        use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+        let mut suites = Vec::new();
         for s in &self.sources {
-            let mut suite = TestSuite::new(s.name.as_str());
+            let mut suite = TestSuite::new(format!("{prefix}{}", s.name));
             for c in &s.checks {
                 let status = match c.verdict {
                     Verdict::Valid => TestCaseStatus::success(),
@@ -239,9 +246,9 @@ impl Report {
                 };
                 suite.add_test_case(TestCase::new(c.name.as_str(), status));
             }
-            report.add_test_suite(suite);
+            suites.push(suite);
         }
-        let mut suite = TestSuite::new("clauses");
+        let mut suite = TestSuite::new(format!("{prefix}clauses"));
         for c in &self.clauses {
             let status = match c.verdict {
                 ClauseVerdict::Pass => TestCaseStatus::success(),
@@ -261,8 +268,8 @@ impl Report {
             };
             suite.add_test_case(TestCase::new(c.id.as_str(), status));
         }
-        report.add_test_suite(suite);
-        report.to_string().unwrap_or_default()
+        suites.push(suite);
+        suites
     }
 
     /// Writes `report.md`, `report.json`, `junit.xml` and `report.html` into `dir`; the HTML

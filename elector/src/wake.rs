@@ -1,0 +1,132 @@
+//! X-WAKE (beyond the spec): a standby queued on the lock, so that a released key is taken
+//! within milliseconds instead of at the next check, up to T later.
+//!
+//! A standby of an elector built with [`Config::wake`](crate::Config::wake) keeps one session
+//! of its own waiting in the server's lock queue ([`sql::wait_lock`]) beside its checks every T.
+//! The server grants the key to the first session in its queue the moment the holder's session
+//! lets it go, whatever the reason: a graceful unlock, a crashed process whose socket the kernel
+//! closed, a killed backend, or the orphaned-session bound. That is the wake-up a `NOTIFY` from
+//! the releasing leader would give for a graceful release only, and it costs the same (one
+//! session per standby: a listener needs a session of its own too). A lost wake-up (the queued
+//! session broke, the server restarted) costs nothing but speed: the check every T still takes
+//! the key, and a new session queues at the next check.
+//!
+//! | stage | type | dropped before its grant |
+//! |---|---|---|
+//! | a session queued on the key | [`Waiter`] | the task aborted, the connection closed, and the waiting backend ended by its pid |
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::elector::Inner;
+use crate::run::{answer, Answer};
+use crate::session::{first_value, query, Grant, Loan};
+use crate::{sql, Error};
+
+/// A standby's session waiting in the lock queue (X-WAKE), or on its way there.
+pub(crate) struct Waiter {
+    task: Option<AbortOnDropHandle<Result<Grant, Error>>>,
+    /// The waiting backend's pid, once the session answered it.
+    backend_pid: Arc<OnceLock<i32>>,
+    inner: Arc<Inner>,
+}
+
+impl Waiter {
+    /// Queues a session of its own on the key (a connection borrowed from the pool and detached
+    /// from it, so the pool's size is not held up by a wait that may last for hours).
+    pub(crate) fn start(inner: &Arc<Inner>, statement: Arc<str>) -> Self {
+        let backend_pid = Arc::new(OnceLock::new());
+        let task = tokio::spawn(queue(inner.clone(), statement, backend_pid.clone()));
+        Self {
+            task: Some(AbortOnDropHandle::new(task)),
+            backend_pid,
+            inner: inner.clone(),
+        }
+    }
+
+    /// Completes with the grant (its lease confirmed) or the reason the session broke; pending
+    /// for ever when there is no waiter (for a `select!` branch).
+    pub(crate) async fn granted(waiter: &mut Option<Waiter>) -> Result<Grant, Error> {
+        let Some(task) = waiter.as_mut().and_then(|w| w.task.as_mut()) else {
+            return std::future::pending().await;
+        };
+        let outcome = task.await;
+        // Done: nothing waits on the server any more (a grant is the caller's now).
+        if let Some(w) = waiter.as_mut() {
+            w.task = None;
+        }
+        *waiter = None;
+        outcome.unwrap_or_else(|e| Err(Error::Protocol(format!("the queued attempt: {e}"))))
+    }
+}
+
+impl Drop for Waiter {
+    /// Given up before its grant (the elector led by a check, shut down, or was dropped): the
+    /// task is aborted, which closes the connection; a backend waiting in the lock queue does
+    /// not notice the close until it is granted, so it is ended by its pid on a pooled
+    /// connection, in the background, within T.
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        drop(task);
+        let (Some(&pid), Ok(runtime)) = (
+            self.backend_pid.get(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        let inner = self.inner.clone();
+        runtime.spawn(async move {
+            let t = inner.interval;
+            let ended = async {
+                let loan = Loan::borrow(&inner.pool, t).await?;
+                loan.query(&sql::end_waiter(pid), t).await?;
+                loan.give_back();
+                Ok::<_, Error>(())
+            };
+            if let Err(e) = ended.await {
+                tracing::debug!(backend_pid = pid, error = %e,
+                    "background leader: could not end the queued session; it ends when granted");
+            }
+        });
+    }
+}
+
+/// The waiter's task: borrow and detach a session, learn its pid, send the queued attempt,
+/// and on its grant confirm the lease with one check.
+async fn queue(
+    inner: Arc<Inner>,
+    statement: Arc<str>,
+    backend_pid: Arc<OnceLock<i32>>,
+) -> Result<Grant, Error> {
+    let t = inner.interval;
+    let client = Loan::borrow(&inner.pool, t).await?.detach()?;
+    let pid = first_value(&query(&client, sql::PING_SESSION, t).await?);
+    let pid = (pid.as_deref().and_then(|p| p.parse::<i32>().ok()))
+        .ok_or_else(|| Error::Protocol(format!("{pid:?} to the queued session's pid")))?;
+    let _ = backend_pid.set(pid);
+    let sent = Instant::now();
+    tracing::debug!(
+        backend_pid = pid,
+        "background leader: a session queued on the lock"
+    );
+    let messages = client.simple_query(&statement).await?;
+    tracing::debug!(
+        backend_pid = pid,
+        "background leader: the queued session was answered"
+    );
+    match answer(&inner, &messages)? {
+        Answer::Granted {
+            pid: granted,
+            bounded,
+            fence,
+        } => (Grant::new(client, granted, bounded, fence, sent).confirm(t)).await,
+        Answer::Refused | Answer::Reaped => {
+            Err(Error::Protocol("refused to the queued attempt".into()))
+        }
+        Answer::Shared => Err(Error::SharedSession),
+    }
+}
