@@ -7,5 +7,6 @@ fn main() {
         detect_shared_session: true,
         identity: None,
         fencing: false,
+        wake: false,
     };
 }
