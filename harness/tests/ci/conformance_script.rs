@@ -68,6 +68,18 @@ fn conformance(
     harness_exit: i32,
     args: &[&str],
 ) -> Outcome {
+    conformance_on(None, name, nextest_exit, nextest_writes, harness_exit, args)
+}
+
+/// [`conformance`] with `ELECTOR_PG_VERSIONS` set to `versions` (`None`: unset, the default).
+fn conformance_on(
+    versions: Option<&str>,
+    name: &str,
+    nextest_exit: i32,
+    nextest_writes: bool,
+    harness_exit: i32,
+    args: &[&str],
+) -> Outcome {
     let dir = scratch(name);
     let real = repo().join("ci");
     for f in ["conformance.sh", "env.sh"] {
@@ -85,7 +97,12 @@ fn conformance(
         dir.join("bin").display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new("bash")
+    let mut command = Command::new("bash");
+    match versions {
+        Some(v) => command.env("ELECTOR_PG_VERSIONS", v),
+        None => command.env_remove("ELECTOR_PG_VERSIONS"),
+    };
+    let out = command
         .arg(dir.join("ci/conformance.sh"))
         .args(args)
         .current_dir(Path::new("/"))
@@ -188,7 +205,29 @@ fn passing_tests_leave_the_verdict_to_the_report(#[case] report: i32) {
     );
     assert_eq!(
         run.file("harness-args").as_deref(),
-        Some(format!("run --elector-junit {JUNIT} leader-partition --t 250ms").as_str())
+        Some(
+            format!("run --elector-junit {JUNIT} --pg 13,15,17 leader-partition --t 250ms")
+                .as_str()
+        )
     );
     assert_eq!(run.code, report, "{}", run.stderr);
+}
+
+/// X-PGVER: the report's columns are the versions of `ELECTOR_PG_VERSIONS` (13, 15 and 17
+/// when it is unset, above); 15 alone is the single-version report, without `--pg`.
+#[rstest]
+#[case("15", "run --elector-junit {JUNIT} leader-partition")]
+#[case("13,17", "run --elector-junit {JUNIT} --pg 13,17 leader-partition")]
+fn the_versions_of_the_report_come_from_the_environment(
+    #[case] versions: &str,
+    #[case] expected: &str,
+) {
+    let name = format!("versions-{}", versions.replace(',', "-"));
+    let run = conformance_on(Some(versions), &name, 0, true, 0, &["leader-partition"]);
+    assert_eq!(
+        run.file("harness-args").as_deref(),
+        Some(expected.replace("{JUNIT}", JUNIT).as_str()),
+        "{}",
+        run.stderr
+    );
 }
