@@ -152,18 +152,14 @@ impl Grant {
     pub(crate) async fn confirm(mut self, deadline: Duration) -> Result<Self, Error> {
         let sent = Instant::now();
         let answer = first_value(&query(&self.client, sql::PING_SESSION, deadline).await?);
-        match answer.as_deref().map(str::parse::<i32>) {
-            Some(Ok(pid)) if pid == self.backend_pid => {
-                self.sent = sent;
-                Ok(self)
-            }
-            Some(Ok(_)) => Err(Error::SharedSession),
-            _ => Err(Error::Protocol(format!("{answer:?} to the lock check"))),
-        }
+        on_the_lock_session(answer, self.backend_pid)?;
+        self.sent = sent;
+        Ok(self)
     }
 
-    /// Begins the term. A server without `idle_session_timeout` (before PostgreSQL 14) leads
-    /// unbounded, with a WARN line: the documented fallback.
+    /// Begins the term, its lease from `sent`. On a server without `idle_session_timeout`
+    /// (before PostgreSQL 14) it says so in a WARN line, and the lease is the standbys' idle
+    /// limit instead (X-PGVER).
     pub(crate) fn begin(self, inner: &Arc<Inner>) -> LockSession {
         if self.bounded {
             inner.lease.grant(self.sent);
@@ -274,18 +270,7 @@ impl LockSession {
             }
         } else if self.inner.guard_session {
             let answer = self.query_one_value(sql::PING_SESSION, interval).await?;
-            match answer.as_deref().map(str::parse::<i32>) {
-                Some(Ok(pid)) if pid == self.info.backend_pid => Ok(()),
-                Some(Ok(pid)) => {
-                    tracing::debug!(
-                        lock_pid = self.info.backend_pid,
-                        answered_pid = pid,
-                        "background leader check ran off the lock session"
-                    );
-                    Err(Error::SharedSession)
-                }
-                _ => Err(Error::Protocol(format!("{answer:?} to the lock check"))),
-            }
+            on_the_lock_session(answer, self.info.backend_pid)
         } else {
             self.query_one_value(sql::PING, interval).await.map(|_| ())
         }
@@ -429,6 +414,23 @@ async fn lease_timer(inner: Arc<Inner>, term: Arc<TermState>, info: TermInfo) {
         TermCause::LeadershipLost,
         TermEnd::Lost { cause },
     );
+}
+
+/// POOL-1: what [`sql::PING_SESSION`] `answer`ed means for the session granted the lock to
+/// backend `lock_pid`: another pid is another server session (a transaction-mode pooler).
+fn on_the_lock_session(answer: Option<String>, lock_pid: i32) -> Result<(), Error> {
+    match answer.as_deref().map(str::parse::<i32>) {
+        Some(Ok(pid)) if pid == lock_pid => Ok(()),
+        Some(Ok(pid)) => {
+            tracing::debug!(
+                lock_pid,
+                answered_pid = pid,
+                "background leader check ran off the lock session"
+            );
+            Err(Error::SharedSession)
+        }
+        _ => Err(Error::Protocol(format!("{answer:?} to the lock check"))),
+    }
 }
 
 /// The first column of the first row of a simple-protocol answer.
