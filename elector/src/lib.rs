@@ -5,7 +5,7 @@
 //! |---|---|
 //! | The lock key, every statement | `sql` |
 //! | Config | `config` |
-//! | Run | `run` |
+//! | Run | `run`, and the granting statement's answer in `attempt` |
 //! | Term | `term` |
 //! | Do, IsLeader | `elector` |
 //! | Session connection, demotion, orphaned session bound | `session` |
@@ -17,6 +17,7 @@
 //! | Readiness | [`readiness`] |
 //! | Background workers | [`supervisor`] |
 
+mod attempt;
 mod config;
 mod elector;
 mod error;

@@ -20,8 +20,8 @@ use std::sync::{Arc, OnceLock};
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::attempt::{answer, Answer};
 use crate::elector::Inner;
-use crate::run::{answer, Answer};
 use crate::session::{first_value, query, Grant, Loan};
 use crate::{sql, Error};
 
