@@ -1,6 +1,7 @@
 //! The `harness` command line: `replica` (one replica process), `up` (a topology kept running
 //! for a person, the incident workbench) with `fault` and `heal` (faults typed at it), and, with
-//! the conformance suite, `run`, and `chaos` (seeded fault schedules checked as a history).
+//! the conformance suite, `run`, `chaos` (seeded fault schedules checked as a history) and
+//! `report merge` (one report from shards run apart).
 
 use std::process::ExitCode;
 
@@ -30,6 +31,9 @@ pub enum Command {
     /// faults from `harness fault` / `harness heal` until Ctrl-C, then writes the evidence and a
     /// scenario file of what was done.
     Up(crate::workbench::UpArgs),
+    /// Works on written reports: `merge` joins the output folders of shards (runs made apart,
+    /// e.g. on several CI runners) into one report.
+    Report(crate::merge::ReportArgs),
     /// Prints from which level of the replica contract (docs/replica-contract.md) each clause
     /// is decided, and by which checks, as a Markdown table.
     Contract(crate::decidable::ContractArgs),
@@ -61,6 +65,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => crate::suite::main(args).await,
             Command::Chaos(args) => crate::chaos::main(args).await,
             Command::Up(args) => crate::workbench::up(args).await,
+            Command::Report(args) => crate::merge::main(args),
             Command::Contract(args) => crate::decidable::print(&args),
             Command::Fault(args) => crate::workbench::control::fault(args).await,
             Command::Heal(args) => crate::workbench::control::heal(args).await,

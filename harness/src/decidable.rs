@@ -57,7 +57,7 @@ pub fn table(scenarios: &[Scenario]) -> Vec<ClauseWays> {
             }
         }
     }
-    let tested: Vec<String> = (crate::suite::elector_test_clauses().into_iter())
+    let tested: Vec<String> = (crate::in_process::elector_test_clauses().into_iter())
         .flat_map(|(_, ids)| ids)
         .collect();
     clauses::all()

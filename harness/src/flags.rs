@@ -11,6 +11,7 @@
 //! | `--replicas` (`harness up`) | at most [`MAX_REPLICAS`] |
 //! | `--hold` (`harness up`) | more than zero |
 //! | `--slack` (`harness run`) | less than T |
+//! | `--shard K/N` (`harness run`) | 1 ≤ K ≤ N |
 //! | `--latency`, `--jitter` (`harness fault`) | a duration, or a multiple of T (`2T`) |
 
 use std::time::Duration;
@@ -62,6 +63,41 @@ pub fn check_interval(text: &str) -> Result<Duration, String> {
     Ok(t)
 }
 
+/// `--shard K/N`: the K-th of N shards of a suite run on several machines. The scenarios are
+/// dealt out in turn, in the order of their file names: shard K runs the K-th, the (K+N)-th,
+/// and so on, so that N shards run every scenario once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// Which shard, from 1.
+    pub index: usize,
+    /// How many shards.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether the shard runs the item at `position` (from 0) of the sorted list.
+    pub fn holds(&self, position: usize) -> bool {
+        position % self.count == self.index - 1
+    }
+}
+
+/// Parses `--shard K/N`.
+///
+/// # Errors
+/// Not two numbers with a slash, N zero, or K outside 1..=N.
+pub fn shard(text: &str) -> Result<Shard, String> {
+    let bad = || format!("{text:?}: write K/N, e.g. 2/3 for the second of three shards");
+    let (k, n) = text.trim().split_once('/').ok_or_else(bad)?;
+    let index: usize = k.trim().parse().map_err(|_| bad())?;
+    let count: usize = n.trim().parse().map_err(|_| bad())?;
+    if count == 0 || index == 0 || index > count {
+        return Err(format!(
+            "{text:?}: shard {index} of {count} does not exist; K is 1 to N"
+        ));
+    }
+    Ok(Shard { index, count })
+}
+
 /// Parses a positive [`duration`].
 ///
 /// # Errors
@@ -105,6 +141,30 @@ pub fn span(text: &str) -> Result<Span, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--shard K/N` deals the items out in turn: N shards hold each item once; a shard that
+    /// does not exist, or text that is not K/N, is refused saying how to write it.
+    #[test]
+    fn shards_deal_every_item_out_once() {
+        let shards: Vec<Shard> = (1..=3).map(|k| shard(&format!("{k}/3")).unwrap()).collect();
+        assert_eq!(
+            (0..7)
+                .map(|i| shards.iter().filter(|s| s.holds(i)).count())
+                .collect::<Vec<_>>(),
+            [1; 7]
+        );
+        let held: Vec<usize> = (0..7).filter(|i| shards[1].holds(*i)).collect();
+        assert_eq!(held, [1, 4], "the second of three takes the 2nd and 5th");
+        assert_eq!(shard(" 1/1 ").unwrap(), Shard { index: 1, count: 1 });
+        for bad in ["0/3", "4/3", "1/0"] {
+            let e = shard(bad).unwrap_err();
+            assert!(e.ends_with("does not exist; K is 1 to N"), "{bad}: {e}");
+        }
+        for bad in ["2", "a/3", "1/3/2", ""] {
+            let e = shard(bad).unwrap_err();
+            assert!(e.contains("write K/N"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn durations_need_a_unit() {

@@ -85,6 +85,10 @@ pub enum Need {
     OwnReplica,
     /// An in-process test: only the elector's own tests decide it, on the Rust crate.
     InProcess,
+    /// A PostgreSQL server of this major or later: a replica's program does not run on an
+    /// older one (its `postgres_from`). Not a need of the program but of the server, so
+    /// [`Need::met_by`] leaves it to the run, which reads the server's version.
+    Postgres(u32),
 }
 
 impl fmt::Display for Need {
@@ -93,6 +97,7 @@ impl fmt::Display for Need {
             Need::Level(l) => write!(f, "{l} ({})", l.adds()),
             Need::OwnReplica => f.write_str("the harness's own replica (its flags or /control)"),
             Need::InProcess => f.write_str("an in-process test (the elector's own tests)"),
+            Need::Postgres(v) => write!(f, "PostgreSQL {v} or later (a replica's postgres_from)"),
         }
     }
 }
@@ -104,6 +109,7 @@ impl Need {
             Need::Level(l) => l.number(),
             Need::OwnReplica => 100,
             Need::InProcess => 101,
+            Need::Postgres(v) => 50u8.saturating_add(u8::try_from(v).unwrap_or(u8::MAX)),
         }
     }
 
@@ -113,6 +119,7 @@ impl Need {
             Need::Level(l) => l <= level,
             Need::OwnReplica => ours,
             Need::InProcess => false,
+            Need::Postgres(_) => true,
         }
     }
 
@@ -122,6 +129,7 @@ impl Need {
             Need::Level(l) => format!("needs {l}"),
             Need::OwnReplica => "needs the harness's replica".to_owned(),
             Need::InProcess => "in-process test only".to_owned(),
+            Need::Postgres(v) => format!("needs PostgreSQL {v}+"),
         }
     }
 }

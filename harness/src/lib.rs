@@ -13,10 +13,13 @@
 //! | the run's history | [`timeline`] |
 //! | invariants and expectations | [`check`] |
 //! | how each clause is decided, from which contract level | [`decidable`] |
+//! | the elector's own tests' verdicts, for the in-process clauses | [`in_process`] |
 //! | the conformance report and each run's evidence | [`report`] |
 //! | the command line, and its flags' values and limits | [`cli`], [`flags`] |
 //! | `harness up`, the incident workbench: live timeline, typed faults, recorded incident | [`workbench`] |
 //! | `harness chaos`: seeded fault schedules checked as a history, replayable | [`chaos`] |
+//! | `harness run --pg`: a column per PostgreSQL major | [`matrix`] |
+//! | `harness report merge`: one report from shards run apart | [`merge`] |
 //!
 //! A scenario's data flows one way: file → topology → faults → samplers → timeline → checks →
 //! report.
@@ -29,8 +32,10 @@ pub mod decidable;
 pub mod event;
 pub mod fault;
 pub mod flags;
+pub mod in_process;
 pub mod level;
 pub mod matrix;
+pub mod merge;
 pub mod observe;
 pub mod replica;
 pub mod report;

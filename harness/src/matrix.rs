@@ -1,21 +1,18 @@
 //! `harness run --pg 13,15,17` (X-PGVER): every scenario on each PostgreSQL major, one report
-//! with a column per version, as `--impl` compares implementations (see
+//! with a column per version (the run itself is [`crate::suite`]'s), as `--impl` compares implementations (see
 //! [`crate::report::compare`]). Each version runs on the images of its Debian release
 //! ([`testkit::images::MAJORS`]); the elector's in-process tests (`--elector-junit`) ran on 15
 //! and decide that column's in-process clauses only.
 
-use std::process::ExitCode;
+use std::path::Path;
 
 use testkit::images::{Major, MAJORS};
-use tokio::time::Instant;
 
 use crate::check::{Check, Verdict};
-use crate::replica::program::Program;
-use crate::report::compare::{self, Comparison};
+use crate::in_process::{elector_tests, in_process_not_run};
+use crate::report::compare;
 use crate::report::{ClauseVerdict, Report, Source};
-use crate::scenario::run::RunOptions;
-use crate::scenario::Scenario;
-use crate::suite::{elector_tests, in_process_not_run, run_all, RunArgs};
+use crate::topology::Images;
 
 /// The major the elector's own tests run on (the default image).
 const TESTED_MAJOR: u32 = 15;
@@ -29,87 +26,57 @@ pub fn majors() -> String {
     }
 }
 
-/// Runs the scenarios on each version of `--pg` in turn, each report in `<out>/pg<V>/`, and
-/// writes the comparison to `<out>/`.
-///
-/// # Errors
-/// A version is not in the matrix, the elector's JUnit file cannot be read, or a report cannot
-/// be written.
-pub async fn run(
-    args: &RunArgs,
-    scenarios: &[Scenario],
-    seed: u64,
-    program: Program,
-) -> anyhow::Result<ExitCode> {
-    let mut versions = args.pg.clone();
-    versions.sort_unstable();
-    versions.dedup();
-    let mut columns = Vec::new();
-    for &v in &versions {
-        let major = Major::of(v).ok_or_else(|| {
-            anyhow::anyhow!("--pg {v}: not in the matrix; its majors are {}", majors())
-        })?;
-        // 15's images are the usual ones (flags and environment); the others' are their own.
-        let mut images = crate::topology::Images::from(&args.images);
-        if v != TESTED_MAJOR {
-            images.postgres = major.postgres.resolve();
-            images.pgbouncer = major.pgbouncer.resolve();
-        }
-        eprintln!(
-            "harness run: PostgreSQL {v} ({}, {})",
-            images.postgres, images.pgbouncer
-        );
-        let opts = RunOptions {
-            t: args.t,
-            seed,
-            out: args.out.join(format!("pg{v}")),
-            program: program.clone(),
-            images: images.clone(),
-            slack: args.slack,
-            repeat: 1,
-        };
-        let began = Instant::now();
-        let mut sources = vec![in_process(args, &program, v)?];
-        sources.extend(run_all(scenarios, &opts, usize::from(args.repeat)).await);
-        let report = Report::new(
-            args.t.as_millis() as u64,
-            seed,
-            began.elapsed().as_secs_f64(),
-            sources,
-        );
-        columns.push(compare::Implementation {
-            name: format!("pg{v}"),
-            program: format!(
-                "PostgreSQL {v} ({}, {}); {}",
-                images.postgres,
-                images.pgbouncer,
-                program.summary()
-            ),
-            report,
-        });
+/// The images of major `v`: 15's are the usual ones (`base`: flags and environment), the
+/// others' are their own.
+pub fn images(v: u32, base: &Images) -> anyhow::Result<Images> {
+    let major = Major::of(v).ok_or_else(|| {
+        anyhow::anyhow!("--pg {v}: not in the matrix; its majors are {}", majors())
+    })?;
+    let mut images = base.clone();
+    if v != TESTED_MAJOR {
+        images.postgres = major.postgres.resolve();
+        images.pgbouncer = major.pgbouncer.resolve();
     }
-    // Without every major X-PGVER is not run: no source decides it (an undecided source would
-    // be listed as a failing one).
-    let matrix = matrix_check(&columns);
-    for c in &mut columns {
-        let mut sources = std::mem::take(&mut c.report.sources);
-        sources.extend(matrix.clone());
-        c.report = Report::new(c.report.t_ms, c.report.seed, c.report.seconds, sources);
-    }
-    let comparison = Comparison {
-        implementations: columns,
-    };
-    crate::suite::conclude(&comparison, &args.out)
+    Ok(images)
 }
 
-/// The in-process clauses of version `v`'s column: decided by the elector's tests on the major
-/// they ran on, not run on the others (and for another program than the harness's replica).
-fn in_process(args: &RunArgs, program: &Program, v: u32) -> anyhow::Result<Source> {
-    Ok(match (&args.elector_junit, program.is_ours()) {
+/// The name of the source that decides X-PGVER in every column.
+const MATRIX_SOURCE: &str = "version matrix";
+
+/// Whether `columns` are a version matrix's (each named `pg<major>` of the matrix), as
+/// `harness run --pg` writes them.
+pub fn is_matrix(columns: &[compare::Implementation]) -> bool {
+    !columns.is_empty()
+        && (columns.iter()).all(|c| MAJORS.iter().any(|m| c.name == format!("pg{}", m.version)))
+}
+
+/// Decides X-PGVER in every column from the columns as they are now: an earlier decision (a
+/// merged shard's) is dropped first. Without every major X-PGVER is not run: no source decides
+/// it (an undecided source would be listed as a failing one).
+pub fn decide(columns: &mut [compare::Implementation]) {
+    let matrix = matrix_check(columns);
+    for c in columns {
+        let mut sources = std::mem::take(&mut c.report.sources);
+        sources.retain(|s| s.name != MATRIX_SOURCE);
+        sources.extend(matrix.clone());
+        let extra = std::mem::take(&mut c.report.extra_runs);
+        c.report = Report::new(c.report.t_ms, c.report.seed, c.report.seconds, sources);
+        c.report.extra_runs = extra;
+    }
+}
+
+/// The in-process clauses of version `v`'s column: decided by the elector's tests (`junit`)
+/// on the major they ran on, not run on the others (and for another program than the
+/// harness's replica, `ours` false).
+pub fn in_process(junit: Option<&Path>, ours: bool, v: u32) -> anyhow::Result<Source> {
+    Ok(match (junit, ours) {
         (Some(junit), true) if v == TESTED_MAJOR => elector_tests(junit)?,
         (_, false) => in_process_not_run(
             "not run: the elector's own tests decide these on the Rust crate only",
         ),
+        (None, true) if v == TESTED_MAJOR => in_process_not_run(&format!(
+            "not run: no --elector-junit given (the elector's tests run on {TESTED_MAJOR})"
+        )),
         _ => in_process_not_run(&format!(
             "not run on PostgreSQL {v}: the elector's tests (--elector-junit) ran on \
              {TESTED_MAJOR}"
@@ -151,7 +118,7 @@ fn matrix_check(columns: &[compare::Implementation]) -> Option<Source> {
         ),
     };
     Some(Source {
-        name: "version matrix".into(),
+        name: MATRIX_SOURCE.into(),
         seconds: 0.0,
         checks: vec![Check::new("version matrix", &["X-PGVER"], verdict, message)],
         evidence: None,

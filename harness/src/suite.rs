@@ -11,6 +11,8 @@ use clap::Args;
 use tokio::time::Instant;
 
 use crate::check::{Check, Measure, Verdict};
+use crate::level::Need;
+use crate::replica::program::Program;
 use crate::report::{ClauseVerdict, Report, Source};
 use crate::scenario::run::{self, RunOptions};
 use crate::scenario::Scenario;
@@ -70,6 +72,11 @@ pub struct RunArgs {
         conflicts_with = "implementations"
     )]
     pub pg: Vec<u32>,
+    /// Runs only the K-th of N shards of the scenarios (`2/3`), dealt out in turn in the order
+    /// of their file names, for a suite spread over N machines; `harness report merge` joins
+    /// the shards' output folders into one report. Every file is still validated.
+    #[arg(long, value_name = "K/N", value_parser = crate::flags::shard)]
+    pub shard: Option<crate::flags::Shard>,
 }
 
 impl RunArgs {
@@ -101,7 +108,23 @@ impl RunArgs {
 
 /// Finds the scenario files named on the command line (or all of them), validated.
 pub fn load(args: &RunArgs) -> anyhow::Result<Vec<Scenario>> {
-    load_from(&args.scenarios, &args.scenarios_dir)
+    let all = load_from(&args.scenarios, &args.scenarios_dir)?;
+    let Some(shard) = args.shard else {
+        return Ok(all);
+    };
+    let count = all.len();
+    let mine: Vec<Scenario> = (all.into_iter().enumerate())
+        .filter(|(i, _)| shard.holds(*i))
+        .map(|(_, s)| s)
+        .collect();
+    if mine.is_empty() {
+        bail!(
+            "--shard {}/{}: there are {count} scenario(s), so this shard has none; use at most              {count} shards",
+            shard.index,
+            shard.count
+        );
+    }
+    Ok(mine)
 }
 
 /// The scenario files `names` (names in `dir`, or paths; all of `dir`'s when empty), validated.
@@ -148,153 +171,6 @@ pub fn load_from(names: &[String], dir: &Path) -> anyhow::Result<Vec<Scenario>> 
     Ok(out)
 }
 
-/// The elector's tests as a report source: each test decides the clause IDs its doc comment
-/// names; its verdict comes from nextest's JUnit file.
-pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
-    let xml =
-        std::fs::read_to_string(junit).with_context(|| format!("reading {}", junit.display()))?;
-    let doc =
-        roxmltree::Document::parse(&xml).with_context(|| format!("parsing {}", junit.display()))?;
-    let clauses = elector_test_clauses();
-    let mut checks = Vec::new();
-    let mut seconds = 0.0;
-    for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
-        let name = case.attribute("name").unwrap_or_default();
-        let fn_name = name.rsplit("::").next().unwrap_or(name);
-        let Some(ids) = clauses
-            .iter()
-            .find(|(f, _)| f == fn_name)
-            .map(|(_, ids)| ids.clone())
-        else {
-            continue;
-        };
-        seconds += case
-            .attribute("time")
-            .and_then(|t| t.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        let failed = case
-            .children()
-            .any(|c| c.has_tag_name("failure") || c.has_tag_name("error"));
-        let skipped = case.children().any(|c| c.has_tag_name("skipped"));
-        checks.push(Check {
-            name: format!("elector test {name}"),
-            clauses: ids,
-            verdict: if failed {
-                Verdict::Invalid
-            } else if skipped {
-                Verdict::Unknown
-            } else {
-                Verdict::Valid
-            },
-            figures: [("test".to_owned(), fn_name.to_owned())].into(),
-            message: if failed {
-                "failed (see the nextest output)".into()
-            } else {
-                "passed".into()
-            },
-            measures: Vec::new(),
-            needs: None,
-        });
-    }
-    Ok(Source {
-        name: "elector tests".into(),
-        seconds,
-        checks,
-        evidence: None,
-    })
-}
-
-/// For another program than the harness's own replica: the clauses the elector's tests decide,
-/// not run (an in-process test decides them for the Rust crate only), so that a clause no
-/// scenario can decide says why.
-fn in_process_only() -> Source {
-    in_process_not_run("not run: the elector's own tests decide these on the Rust crate only")
-}
-
-/// The in-process clauses as not run, for `why` (a program other than the crate, or a server
-/// version the elector's tests did not run on).
-pub(crate) fn in_process_not_run(why: &str) -> Source {
-    let mut ids: Vec<String> = (elector_test_clauses().into_iter())
-        .flat_map(|(_, ids)| ids)
-        .collect();
-    ids.sort();
-    ids.dedup();
-    let check = Check {
-        needs: Some(crate::level::Need::InProcess),
-        ..Check::new("in-process tests", &[], Verdict::Unknown, why.to_owned())
-    };
-    Source {
-        name: "elector tests (in-process)".into(),
-        seconds: 0.0,
-        checks: vec![check.with_clauses(&ids)],
-        evidence: None,
-    }
-}
-
-/// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
-pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 21] = [
-        include_str!("../../elector/tests/it/config.rs"),
-        include_str!("../../elector/tests/it/demotion.rs"),
-        include_str!("../../elector/tests/it/fence.rs"),
-        include_str!("../../elector/tests/it/launchers.rs"),
-        include_str!("../../elector/tests/it/leadership.rs"),
-        include_str!("../../elector/tests/it/lock.rs"),
-        include_str!("../../elector/tests/it/metrics.rs"),
-        include_str!("../../elector/tests/it/orphan.rs"),
-        include_str!("../../elector/tests/it/pooler.rs"),
-        include_str!("../../elector/tests/it/pre14.rs"),
-        include_str!("../../elector/tests/it/run.rs"),
-        include_str!("../../elector/tests/it/session.rs"),
-        include_str!("../../elector/tests/it/term_do.rs"),
-        include_str!("../../elector/tests/it/verify.rs"),
-        include_str!("../../elector/tests/it/wake.rs"),
-        include_str!("../../elector/tests/it/who.rs"),
-        // The unit tests in the elector's modules.
-        include_str!("../../elector/src/elector.rs"),
-        include_str!("../../elector/src/gate.rs"),
-        include_str!("../../elector/src/gauge.rs"),
-        include_str!("../../elector/src/readiness.rs"),
-        include_str!("../../elector/src/supervisor.rs"),
-    ];
-    let mut out = Vec::new();
-    for src in SOURCES {
-        let mut doc = String::new();
-        for line in src.lines().map(str::trim) {
-            if let Some(d) = line.strip_prefix("///") {
-                doc.push_str(d);
-                doc.push(' ');
-            } else if line.starts_with("#[") {
-                continue;
-            } else if let Some(rest) = line
-                .strip_prefix("async fn ")
-                .or_else(|| line.strip_prefix("fn "))
-            {
-                let name = rest.split('(').next().unwrap_or_default().to_owned();
-                let ids = clause_ids(&doc);
-                if !ids.is_empty() {
-                    out.push((name, ids));
-                }
-                doc.clear();
-            } else {
-                doc.clear();
-            }
-        }
-    }
-    out
-}
-
-/// The clause IDs a text names, e.g. `RUN-7`, in order, once each.
-fn clause_ids(text: &str) -> Vec<String> {
-    let mut ids: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
-        if crate::clauses::exists(word) && !ids.iter().any(|i| i == word) {
-            ids.push(word.to_owned());
-        }
-    }
-    ids
-}
-
 /// Runs the suite; the exit code is non-zero when any clause fails.
 pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     args.validate()?;
@@ -306,7 +182,7 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         return compare(&args, &scenarios, seed, &binary).await;
     }
     if !args.pg.is_empty() {
-        return crate::matrix::run(&args, &scenarios, seed, args.program.program(binary)?).await;
+        return versions(&args, &scenarios, seed, args.program.program(binary)?).await;
     }
     let opts = RunOptions {
         t: args.t,
@@ -330,10 +206,15 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         args.out.display()
     );
     let report = report_of(&args, &scenarios, &opts).await?;
-    report.write(&args.out)?;
     print_summary(&report);
+    conclude_report(&report, &args.out)
+}
+
+/// Writes `report` to `out`, prints its summary line, and exits non-zero when a clause failed.
+pub(crate) fn conclude_report(report: &Report, out: &Path) -> anyhow::Result<ExitCode> {
+    report.write(out)?;
     println!("{}", report.summary_line());
-    println!("report: {}", args.out.join("report.md").display());
+    println!("report: {}", out.join("report.md").display());
     Ok(if report.failed() {
         ExitCode::FAILURE
     } else {
@@ -352,8 +233,8 @@ async fn report_of(
     let began = Instant::now();
     let mut sources = Vec::new();
     match (&args.elector_junit, opts.program.is_ours()) {
-        (Some(junit), true) => sources.push(elector_tests(junit)?),
-        (_, false) => sources.push(in_process_only()),
+        (Some(junit), true) => sources.push(crate::in_process::elector_tests(junit)?),
+        (_, false) => sources.push(crate::in_process::in_process_only()),
         (None, true) => {}
     }
     sources.extend(run_all(scenarios, opts, usize::from(args.repeat)).await);
@@ -403,6 +284,69 @@ async fn compare(
         });
     }
     conclude(&Comparison { implementations }, &args.out)
+}
+
+/// `harness run --pg ...` (X-PGVER): the scenarios on each version in turn, each report in
+/// `<out>/pg<V>/`, and the comparison, a column per version with X-PGVER decided
+/// ([`crate::matrix`]), in `<out>/`.
+///
+/// # Errors
+/// A version is not in the matrix, the elector's JUnit file cannot be read, or a report cannot
+/// be written.
+async fn versions(
+    args: &RunArgs,
+    scenarios: &[Scenario],
+    seed: u64,
+    program: Program,
+) -> anyhow::Result<ExitCode> {
+    use crate::report::compare::{Comparison, Implementation};
+    let mut versions = args.pg.clone();
+    versions.sort_unstable();
+    versions.dedup();
+    let mut columns = Vec::new();
+    for &v in &versions {
+        let images = crate::matrix::images(v, &Images::from(&args.images))?;
+        eprintln!(
+            "harness run: PostgreSQL {v} ({}, {})",
+            images.postgres, images.pgbouncer
+        );
+        let opts = RunOptions {
+            t: args.t,
+            seed,
+            out: args.out.join(format!("pg{v}")),
+            program: program.clone(),
+            images: images.clone(),
+            slack: args.slack,
+            repeat: 1,
+        };
+        let began = Instant::now();
+        let junit = args.elector_junit.as_deref();
+        let mut sources = vec![crate::matrix::in_process(junit, program.is_ours(), v)?];
+        sources.extend(run_all(scenarios, &opts, usize::from(args.repeat)).await);
+        let report = Report::new(
+            args.t.as_millis() as u64,
+            seed,
+            began.elapsed().as_secs_f64(),
+            sources,
+        );
+        columns.push(Implementation {
+            name: format!("pg{v}"),
+            program: format!(
+                "PostgreSQL {v} ({}, {}); {}",
+                images.postgres,
+                images.pgbouncer,
+                program.summary()
+            ),
+            report,
+        });
+    }
+    crate::matrix::decide(&mut columns);
+    conclude(
+        &Comparison {
+            implementations: columns,
+        },
+        &args.out,
+    )
 }
 
 /// Writes `comparison` to `out`, prints its summary lines, and exits non-zero when any column
@@ -495,6 +439,19 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
     }
     match run::run(s, opts).await {
         Ok(outcome) => outcome.source,
+        Err(e) if e.is::<run::ServerTooOld>() => {
+            let needs = e.downcast_ref::<run::ServerTooOld>().map(|o| o.needs);
+            Source {
+                name: s.name.clone(),
+                seconds: 0.0,
+                checks: vec![Check {
+                    needs: needs.map(Need::Postgres),
+                    ..Check::new("scenario ran", &[], Verdict::Unknown, e.to_string())
+                }
+                .with_clauses(&s.clauses)],
+                evidence: None,
+            }
+        }
         Err(e) => Source {
             name: s.name.clone(),
             seconds: 0.0,
@@ -662,37 +619,45 @@ fn print_summary(report: &Report) {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
     use crate::check::Unit;
 
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let argv = ["harness", "run"].iter().chain(extra);
+        match crate::cli::Cli::try_parse_from(argv)
+            .expect("parses")
+            .command
+        {
+            crate::cli::Command::Run(args) => args,
+            _ => panic!("run"),
+        }
+    }
+
+    /// `harness run --shard K/N`: N shards run every scenario file once between them; a shard
+    /// left without a scenario is refused.
     #[test]
-    fn elector_tests_name_their_clauses() {
-        let map = elector_test_clauses();
-        let get = |f: &str| {
-            map.iter()
-                .find(|(n, _)| n == f)
-                .map(|(_, ids)| ids.clone())
-                .unwrap_or_default()
+    fn shards_of_the_suite_run_every_scenario_once() {
+        let names = |extra: &[&str]| -> Vec<String> {
+            (load(&run_args(extra)).unwrap().into_iter())
+                .map(|s| s.name)
+                .collect()
         };
-        assert_eq!(get("panic_in_run_abandons_the_lock"), vec!["RUN-7"]);
-        assert!(
-            get("leader_holds_the_two_int4_key_and_the_spec_query_finds_it")
-                .contains(&"LOCK-1".to_owned())
-        );
-        assert_eq!(get("panicking_worker_exhausts_its_budget"), vec!["LOOP-5"]);
-        assert_eq!(
-            get("a_leader_whose_session_lost_the_lock_demotes_at_its_next_check"),
-            vec!["X-VERIFY"]
-        );
-        assert_eq!(
-            get("the_lock_session_names_its_replica_and_who_leads_says_which"),
-            vec!["X-WHO"]
-        );
-        assert_eq!(
-            get("the_seven_probed_loops_and_their_names"),
-            vec!["READY-5"]
-        );
-        assert!(map.len() >= 25, "{map:?}");
+        let all = names(&[]);
+        let (one, two) = (names(&["--shard", "1/2"]), names(&["--shard", "2/2"]));
+        assert_eq!(one.len() + two.len(), all.len());
+        let mut joined: Vec<String> = one.iter().chain(&two).cloned().collect();
+        joined.sort();
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(joined, sorted);
+        assert_eq!(one[0], all[0]);
+        let many = format!("{0}/{0}", all.len() + 1);
+        let e = load(&run_args(&["--shard", &many]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("so this shard has none"), "{e}");
     }
 
     fn source(figure: &str, verdict: Verdict) -> Source {

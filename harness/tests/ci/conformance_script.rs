@@ -68,7 +68,13 @@ fn conformance(
     harness_exit: i32,
     args: &[&str],
 ) -> Outcome {
-    conformance_on(None, name, nextest_exit, nextest_writes, harness_exit, args)
+    let outcome = conformance_on(None, name, nextest_exit, nextest_writes, harness_exit, args);
+    assert!(
+        outcome.file("nextest-calls").is_some(),
+        "the script never ran the elector's tests; stderr:\n{}",
+        outcome.stderr
+    );
+    outcome
 }
 
 /// [`conformance`] with `ELECTOR_PG_VERSIONS` set to `versions` (`None`: unset, the default).
@@ -115,17 +121,11 @@ fn conformance_on(
         .env("FAKE_HARNESS_EXIT", harness_exit.to_string())
         .output()
         .expect("running bash");
-    let outcome = Outcome {
+    Outcome {
         dir,
         code: out.status.code().unwrap_or(-1),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(
-        outcome.file("nextest-calls").is_some(),
-        "the script never ran the elector's tests; stderr:\n{}",
-        outcome.stderr
-    );
-    outcome
+    }
 }
 
 /// A build failure (101), a setup error (96), nextest too old (92), no tests (4), or any other
@@ -214,20 +214,40 @@ fn passing_tests_leave_the_verdict_to_the_report(#[case] report: i32) {
 }
 
 /// X-PGVER: the report's columns are the versions of `ELECTOR_PG_VERSIONS` (13, 15 and 17
-/// when it is unset, above); 15 alone is the single-version report, without `--pg`.
+/// when it is unset, above), always as `--pg` (one version is a one-column report, as a CI job
+/// per major writes it for `harness report merge`). The elector's tests run on 15: without 15
+/// they are not run and not read; with scenarios split by `--shard K/N`, in shard 1 only.
 #[rstest]
-#[case("15", "run --elector-junit {JUNIT} leader-partition")]
-#[case("13,17", "run --elector-junit {JUNIT} --pg 13,17 leader-partition")]
+#[case("15", &[], true, "run --elector-junit {JUNIT} --pg 15 leader-partition")]
+#[case("13,17", &[], false, "run --pg 13,17 leader-partition")]
+#[case("13", &["--shard", "1/2"], false, "run --pg 13 --shard 1/2 leader-partition")]
+#[case("15", &["--shard", "2/2"], false, "run --pg 15 --shard 2/2 leader-partition")]
+#[case("15", &["--shard=1/2"], true, "run --elector-junit {JUNIT} --pg 15 --shard=1/2 leader-partition")]
 fn the_versions_of_the_report_come_from_the_environment(
     #[case] versions: &str,
+    #[case] shard: &[&str],
+    #[case] tests_run: bool,
     #[case] expected: &str,
 ) {
-    let name = format!("versions-{}", versions.replace(',', "-"));
-    let run = conformance_on(Some(versions), &name, 0, true, 0, &["leader-partition"]);
+    let name = format!(
+        "versions-{}-{}",
+        versions.replace(',', "-"),
+        shard.join("").replace('/', "of")
+    );
+    let mut args = shard.to_vec();
+    args.push("leader-partition");
+    let run = conformance_on(Some(versions), &name, 0, true, 0, &args);
     assert_eq!(
         run.file("harness-args").as_deref(),
         Some(expected.replace("{JUNIT}", JUNIT).as_str()),
         "{}",
         run.stderr
     );
+    assert_eq!(
+        run.file("nextest-calls").is_some(),
+        tests_run,
+        "whether the elector's tests ran; stderr:\n{}",
+        run.stderr
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
 }

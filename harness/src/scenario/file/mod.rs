@@ -427,6 +427,17 @@ clause = "DEM-2"
         assert!(e.message.contains("bad duration \"soon\""), "{e}");
     }
 
+    /// `postgres_from`: the scenario's need is the newest any replica declares.
+    #[test]
+    fn postgres_from_is_the_newest_a_replica_needs() {
+        let with = |decls: &str| GOOD.replace("r2 = {}", decls);
+        let s = parse(&with("r2 = { postgres_from = 14 }")).unwrap();
+        assert_eq!(s.postgres_from(), Some(("r2", 14)));
+        assert_eq!(parse(GOOD).unwrap().postgres_from(), None);
+        let e = parse(&with(r#"r2 = { postgres_from = "14" }"#)).unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+    }
+
     #[test]
     fn a_replica_of_its_own_program_is_checked_and_runs_in_the_files_folder() {
         let own = |decl: &str| GOOD.replace("r2 = {}", &format!("r2 = {decl}"));

@@ -147,6 +147,7 @@ impl Gen {
                 cmd,
                 level,
                 start_after: self.rng.bool().then(|| self.span()),
+                postgres_from: self.rng.bool().then(|| self.rng.u32(13..=17)),
             };
             replicas.insert(name, decl);
         }

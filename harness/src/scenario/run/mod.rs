@@ -52,6 +52,22 @@ impl RunOptions {
     }
 }
 
+/// A scenario whose replica's program needs a newer PostgreSQL than the run's server (its
+/// `postgres_from`): the run stops before any replica starts, and the scenario is not run.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "not run: replica {replica}'s program needs PostgreSQL {needs} or later (postgres_from); \
+     the server is PostgreSQL {server}"
+)]
+pub struct ServerTooOld {
+    /// The replica that declares the need.
+    pub replica: String,
+    /// The oldest major its program runs on.
+    pub needs: u32,
+    /// The server's major.
+    pub server: u32,
+}
+
 /// What a scenario run produced.
 #[derive(Debug)]
 pub struct Outcome {

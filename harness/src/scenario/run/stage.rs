@@ -32,6 +32,33 @@ pub(super) struct Stage {
     every: Duration,
 }
 
+/// Fails with [`ServerTooOld`](super::ServerTooOld) when a replica's program needs a newer
+/// PostgreSQL than the server (`postgres_from`).
+async fn server_new_enough(scenario: &Scenario, observer: &Observer) -> anyhow::Result<()> {
+    let Some((replica, needs)) = scenario.postgres_from() else {
+        return Ok(());
+    };
+    let rows = (observer.query(
+        "SELECT current_setting('server_version_num')::int / 10000",
+        &[],
+    ))
+    .await
+    .context("reading the server's version")?;
+    let server: i32 = (rows.first())
+        .context("no answer to the server's version")?
+        .try_get(0)?;
+    let server = u32::try_from(server).unwrap_or_default();
+    if server < needs {
+        return Err(super::ServerTooOld {
+            replica: replica.to_owned(),
+            needs,
+            server,
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// A free TCP port on loopback for a replica's HTTP server, so it keeps its URL across restarts.
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -62,6 +89,7 @@ impl Stage {
             .await
             .context("starting the topology")?;
         let observer = Arc::new(Observer::new(&topology));
+        server_new_enough(scenario, &observer).await?;
         observer
             .query(WORK_TABLE_DDL, &[])
             .await
