@@ -50,7 +50,7 @@ if [ "$with_tests" = true ]; then
   junit=target/nextest/conformance/junit.xml
   rm -f "$junit"
   tests=0
-  cargo nextest run --profile conformance -p elector --no-fail-fast || tests=$?
+  cargo nextest run --profile conformance -p elector -p elector-typecheck --no-fail-fast || tests=$?
   case $tests in
     0) ;;
     100) log "elector tests failed: the report shows their clauses as failed" ;;

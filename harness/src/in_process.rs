@@ -101,8 +101,10 @@ pub(crate) fn in_process_not_run(why: &str) -> Source {
 
 /// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
 pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 21] = [
+    const SOURCES: [&str; 22] = [
         include_str!("../../elector/tests/it/config.rs"),
+        // CFG-1's compile-fail test, in a crate of its own (elector/typecheck).
+        include_str!("../../elector/typecheck/tests/config.rs"),
         include_str!("../../elector/tests/it/demotion.rs"),
         include_str!("../../elector/tests/it/fence.rs"),
         include_str!("../../elector/tests/it/launchers.rs"),
@@ -182,6 +184,7 @@ mod tests {
                 .contains(&"LOCK-1".to_owned())
         );
         assert_eq!(get("panicking_worker_exhausts_its_budget"), vec!["LOOP-5"]);
+        assert_eq!(get("config_without_a_pool_does_not_compile"), vec!["CFG-1"]);
         assert_eq!(
             get("a_leader_whose_session_lost_the_lock_demotes_at_its_next_check"),
             vec!["X-VERIFY"]

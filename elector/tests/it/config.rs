@@ -1,12 +1,5 @@
-//! Config (CFG-1) at the type level.
-
-/// CFG-1: the spec's `ErrNilPool` is unrepresentable: a `Config` without a pool does not
-/// compile (see `elector::Config`).
-#[test]
-fn config_without_a_pool_does_not_compile() {
-    let cases = trybuild::TestCases::new();
-    cases.compile_fail("tests/compile_fail/config_without_pool.rs");
-}
+//! Config (CFG-2): the intervals an elector refuses. CFG-1 (a Config without a pool does not
+//! compile) is decided in `elector/typecheck`, whose trybuild case builds only the elector.
 
 /// ORPH-1, CFG-2 (review: the bound could be 0 or out of range): an interval whose 4·T rounds
 /// to 0 ms (which would turn `idle_session_timeout` off) or exceeds the setting's range
