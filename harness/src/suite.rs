@@ -254,16 +254,8 @@ async fn compare(
     seed: u64,
     binary: &Path,
 ) -> anyhow::Result<ExitCode> {
-    use crate::replica::program::Implementation;
     use crate::report::compare::{self, Comparison};
-    let impls: Vec<Implementation> = (args.implementations.iter())
-        .map(|text| Implementation::parse(text, binary))
-        .collect::<anyhow::Result<_>>()?;
-    let mut names: Vec<&str> = impls.iter().map(|i| i.name.as_str()).collect();
-    names.sort_unstable();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        bail!("--impl {}: two implementations of one name", w[0]);
-    }
+    let impls = crate::replica::program::implementations(&args.implementations, binary)?;
     let mut implementations = Vec::new();
     for i in impls {
         eprintln!("harness run: {} ({})", i.name, i.program.summary());

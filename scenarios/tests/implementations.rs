@@ -309,3 +309,68 @@ sleep = "6T"
     assert_eq!(max, "2", "{gauge_sums:?}");
     assert_eq!(*same_key, harness::check::Verdict::Valid, "{gauge_sums:?}");
 }
+
+/// The seed of the chaos comparison: its schedule strikes the leader early (a partition, a
+/// freeze or a backend kill), which the naive replica does not survive.
+const CHAOS_SEED: u64 = 1;
+
+/// `harness chaos --impl` runs the same seeds against each implementation, from outside for a
+/// program (no election-worker fault), and writes one report with a column each: the harness's
+/// own replica holds every property, the naive one breaks one, and the printed counts name the
+/// seed that found it for the naive one only.
+#[test]
+fn chaos_compares_implementations_on_the_same_seeds() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("implementations/chaos");
+    let _ = std::fs::remove_dir_all(&out);
+    let naive = repo().join("replicas/naive/replica.py");
+    let run = std::process::Command::new(ours())
+        .args(["chaos", "--impl", "ours", "--impl"])
+        .arg(format!("naive:1=python3 {}", naive.display()))
+        .args(["--seed", &CHAOS_SEED.to_string(), "--seeds", "1"])
+        .args(["--duration", "20s", "--replicas", "3", "--out"])
+        .arg(&out)
+        .output()
+        .expect("the harness runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let said = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "a violation fails the run: {said}"
+    );
+    let text = std::fs::read_to_string(out.join("comparison.json")).expect("comparison.json");
+    let comparison: harness::report::compare::Comparison =
+        serde_json::from_str(&text).expect("a comparison");
+    let names: Vec<&str> = (comparison.implementations.iter())
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(names, ["ours", "naive"], "{said}");
+    let seed = format!("chaos-{CHAOS_SEED}");
+    for i in &comparison.implementations {
+        let sources: Vec<&str> = i.report.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(sources, [seed.as_str()], "{}: {said}", i.name);
+        assert!(
+            out.join(&i.name).join("report.html").is_file(),
+            "{}'s own report: {said}",
+            i.name
+        );
+    }
+    let [ours, naive] = &comparison.implementations[..] else {
+        panic!("two columns: {said}");
+    };
+    assert!(!ours.report.failed(), "ours: {}", failures(&ours.report));
+    assert!(naive.report.failed(), "the naive replica: {said}");
+    let prefix = |name: &str| format!("{name}: 1 seed(s), ");
+    let line = |name: &str| {
+        (stdout.lines())
+            .find(|l| l.starts_with(&prefix(name)))
+            .unwrap_or_else(|| panic!("{name}'s counts: {said}"))
+            .to_owned()
+    };
+    assert!(line("ours").ends_with(", no violation"), "{said}");
+    assert!(
+        line("naive").ends_with(&format!(", a violation at seed(s) {CHAOS_SEED}")),
+        "{said}"
+    );
+}

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use crate::check::{Check, Verdict};
 use crate::event::ReplicaEvent;
+use crate::replica::program::Program;
 use crate::report::{Report, Source};
 use crate::scenario::model::{DbPath, Scenario};
 use crate::scenario::run::{RunOptions, Session};
@@ -81,6 +82,12 @@ pub struct ChaosArgs {
     /// The replica program (default: the harness's own replica).
     #[command(flatten)]
     pub program: crate::replica::program::ProgramArgs,
+    /// Compares implementations: runs the same seeds against each and writes one report.html
+    /// with a column per implementation (each one's own report and evidence in `<out>/<NAME>/`).
+    /// Repeat it: `ours` (the harness's own replica), `NAME=CMD` (a program at level 1) or
+    /// `NAME:LEVEL=CMD`.
+    #[arg(long = "impl", value_name = "IMPL", conflicts_with = "replica_cmd")]
+    pub implementations: Vec<String>,
 }
 
 impl ChaosArgs {
@@ -95,11 +102,13 @@ impl ChaosArgs {
                 self.replicas
             );
         }
-        if self.fence && self.program.replica_cmd.is_some() {
-            bail!("--fence is a flag of the harness's own replica; a --replica-cmd program fences in its own way");
+        let other =
+            self.program.replica_cmd.is_some() || self.implementations.iter().any(|i| i != "ours");
+        if self.fence && other {
+            bail!("--fence is a flag of the harness's own replica; a program of --replica-cmd or --impl fences in its own way");
         }
-        if self.wake && self.program.replica_cmd.is_some() {
-            bail!("--wake is a flag of the harness's own replica; a --replica-cmd program wakes in its own way");
+        if self.wake && other {
+            bail!("--wake is a flag of the harness's own replica; a program of --replica-cmd or --impl wakes in its own way");
         }
         if self.slack >= self.t {
             bail!("--slack must be less than --t: the slack is scheduling noise, small against T");
@@ -107,14 +116,14 @@ impl ChaosArgs {
         Ok(())
     }
 
-    fn params(&self, seed: u64) -> schedule::Params {
+    fn params(&self, seed: u64, ours: bool) -> schedule::Params {
         schedule::Params {
             seed,
             duration: self.duration,
             replicas: self.replicas,
             paths: (self.paths.iter()).map(|&p| DbPath::from(p)).collect(),
             t: self.t,
-            ours: self.program.replica_cmd.is_none(),
+            ours,
             fence: self.fence,
             wake: self.wake,
         }
@@ -143,7 +152,8 @@ impl SeedRun {
 }
 
 /// Runs the seeds the flags ask for, prints a running count after each, writes the report;
-/// fails when any seed found a violation.
+/// fails when any seed found a violation. With `--impl`, the same seeds run against each
+/// implementation in turn, and one report compares them.
 ///
 /// # Errors
 /// Bad flags, or a seed's topology could not start.
@@ -153,58 +163,157 @@ pub async fn main(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         .seed
         .unwrap_or_else(|| fastrand::u64(..=i64::MAX as u64));
     let binary = std::env::current_exe().context("locating the harness binary")?;
+    if !args.implementations.is_empty() {
+        return compare(&args, first, &binary).await;
+    }
+    let program = args.program.program(binary)?;
+    let soak = run_seeds(&args, &program, &args.out, &Seeds::Flags(first)).await?;
+    soak.report.write(&args.out)?;
+    println!("{}", soak.report.summary_line());
+    println!("report: {}", args.out.join("report.html").display());
+    Ok(if soak.violating.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Which seeds a run plays.
+enum Seeds {
+    /// From this one on, as many as the flags ask for (`--seeds`, or `--soak`'s time).
+    Flags(u64),
+    /// Exactly these (those another implementation ran).
+    These(Vec<u64>),
+}
+
+/// What a run of seeds found.
+struct Soak {
+    /// Its report: a source per seed.
+    report: Report,
+    /// The seeds it ran, in order.
+    seeds: Vec<u64>,
+    /// The fault events it played.
+    events: usize,
+    /// The seeds that found a violation.
+    violating: Vec<u64>,
+}
+
+impl Soak {
+    /// `ran N seed(s), E fault event(s), no violation` or `..., a violation at seed(s) ...`.
+    fn counts(&self) -> String {
+        let found = if self.violating.is_empty() {
+            "no violation".to_owned()
+        } else {
+            let seeds: Vec<String> = self.violating.iter().map(u64::to_string).collect();
+            format!("a violation at seed(s) {}", seeds.join(", "))
+        };
+        format!(
+            "{} seed(s), {} fault event(s), {found}",
+            self.seeds.len(),
+            self.events
+        )
+    }
+}
+
+/// Runs `seeds` with `program`, evidence under `out`, printing each seed's line and the running
+/// counts.
+async fn run_seeds(
+    args: &ChaosArgs,
+    program: &Program,
+    out: &Path,
+    seeds: &Seeds,
+) -> anyhow::Result<Soak> {
+    let first = match seeds {
+        Seeds::Flags(first) => *first,
+        Seeds::These(these) => these.first().copied().unwrap_or_default(),
+    };
     let opts = RunOptions {
         t: args.t,
         seed: first,
-        out: args.out.clone(),
-        program: args.program.program(binary)?,
+        out: out.to_owned(),
+        program: program.clone(),
         images: Images::from(&args.images),
         slack: args.slack,
         repeat: 1,
     };
     eprintln!(
-        "harness chaos: seeds from {first}, {} each, {} replicas, T = {:?}, output in {}",
+        "harness chaos: seeds from {first}, {} each, {} replicas, T = {:?}, {}, output in {}",
         humantime::format_duration(args.duration),
         args.replicas,
         args.t,
-        args.out.display()
+        program.summary(),
+        out.display()
     );
     let began = Instant::now();
-    let (mut sources, mut events, mut violations) = (Vec::new(), 0usize, 0usize);
+    let (mut ran, mut events, mut violating, mut sources) = (Vec::new(), 0, Vec::new(), Vec::new());
     for (i, seed) in (first..=i64::MAX as u64).enumerate() {
-        let done = match args.soak {
-            Some(soak) => began.elapsed() >= soak,
-            None => i >= args.seeds as usize,
+        let seed = match seeds {
+            Seeds::Flags(_) if args.soak.is_some_and(|soak| began.elapsed() >= soak) => break,
+            Seeds::Flags(_) if args.soak.is_none() && i >= args.seeds as usize => break,
+            Seeds::Flags(_) => seed,
+            Seeds::These(these) => match these.get(i) {
+                Some(&seed) => seed,
+                None => break,
+            },
         };
-        if done {
-            break;
-        }
-        let run = run_seed(&args.params(seed), &opts).await?;
+        let run = run_seed(&args.params(seed, program.is_ours()), &opts).await?;
         events += run.fault_events;
+        ran.push(seed);
         let found: Vec<&Check> = run.violations().collect();
-        violations += usize::from(!found.is_empty());
+        if !found.is_empty() {
+            violating.push(seed);
+        }
         print_seed(&run, &found);
         println!(
-            "  so far: {} seed(s), {events} fault event(s), {violations} seed(s) with a violation, {}",
+            "  so far: {} seed(s), {events} fault event(s), {} seed(s) with a violation, {}",
             i + 1,
+            violating.len(),
             humantime::format_duration(Duration::from_secs(began.elapsed().as_secs()))
         );
         sources.push(run.source);
     }
-    let report = Report::new(
-        args.t.as_millis() as u64,
-        first,
-        began.elapsed().as_secs_f64(),
-        sources,
-    );
-    report.write(&args.out)?;
-    println!("{}", report.summary_line());
-    println!("report: {}", args.out.join("report.html").display());
-    Ok(if violations > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    Ok(Soak {
+        report: Report::new(
+            args.t.as_millis() as u64,
+            first,
+            began.elapsed().as_secs_f64(),
+            sources,
+        ),
+        seeds: ran,
+        events,
+        violating,
     })
+}
+
+/// `harness chaos --impl ...`: the seeds with each implementation in turn (the first one's
+/// seeds, under `--soak` as many as its time allowed, are every other one's), each report in
+/// `<out>/<name>/`, and the comparison in `<out>/`; then a line per implementation with its
+/// counts and the seeds that found a violation. A program the harness cannot reach inside
+/// draws no election-worker fault, so its schedule of a seed may differ from ours in those.
+async fn compare(args: &ChaosArgs, first: u64, binary: &Path) -> anyhow::Result<ExitCode> {
+    use crate::report::compare::{Comparison, Implementation};
+    let impls = crate::replica::program::implementations(&args.implementations, binary)?;
+    let mut seeds = Seeds::Flags(first);
+    let (mut columns, mut counts) = (Vec::new(), Vec::new());
+    for i in impls {
+        let soak = run_seeds(args, &i.program, &args.out.join(&i.name), &seeds).await?;
+        counts.push(format!("{}: {}", i.name, soak.counts()));
+        seeds = Seeds::These(soak.seeds);
+        columns.push(Implementation {
+            name: i.name,
+            program: i.program.summary(),
+            report: soak.report,
+        });
+    }
+    for line in &counts {
+        println!("{line}");
+    }
+    crate::suite::conclude(
+        &Comparison {
+            implementations: columns,
+        },
+        &args.out,
+    )
 }
 
 fn print_seed(run: &SeedRun, found: &[&Check]) {

@@ -247,6 +247,25 @@ impl Implementation {
     }
 }
 
+/// Parses every `--impl` of a command line, in its order (see [`Implementation::parse`]).
+///
+/// # Errors
+/// One does not parse, or two have one name (each is a column and a folder).
+pub fn implementations(
+    texts: &[String],
+    ours: &std::path::Path,
+) -> anyhow::Result<Vec<Implementation>> {
+    let impls: Vec<Implementation> = (texts.iter())
+        .map(|text| Implementation::parse(text, ours))
+        .collect::<anyhow::Result<_>>()?;
+    let mut names: Vec<&str> = impls.iter().map(|i| i.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        bail!("--impl {}: two implementations of one name", w[0]);
+    }
+    Ok(impls)
+}
+
 /// The flags that choose the replica program (`harness run`, `chaos` and `up`).
 #[derive(Clone, Debug, clap::Args)]
 pub struct ProgramArgs {
