@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A background-leader replica written to the spec, in Python with psycopg 3: replica contract
-level 1 (a process, its lock row, /metrics with the gauge, /readyz).
+level 2 (a process, its lock row, /metrics with the gauge, /readyz, and a row in leader_work
+for each pass of its leader-only work).
 
 It follows ../shared/spec/background-leader.md as the Rust elector does, without the Rust
 crate's opt-in features:
@@ -16,7 +17,10 @@ crate's opt-in features:
   demotes it: the term ends (gauge 0), the connection is closed, a WARN line says why;
 - a lease: a leader whose last answered check was sent more than 4T ago (the server may have
   ended its session) stops leading before anything else, as after a freeze;
-- SIGTERM unlocks under a 2 s deadline, closes the connection, ends the term and exits 0.
+- SIGTERM unlocks under a 2 s deadline, closes the connection, ends the term and exits 0;
+- leader-only work: every T, while it leads, one pass inserts a row into leader_work (the
+  contract's level 2) on a pooled connection, under a deadline of T; a pass begins only while
+  the replica leads, lease included, and the rows are written in the term's name.
 
 Run it as the harness does: REPLICA_NAME, REPLICA_HTTP, REPLICA_CHECK_INTERVAL_MS and
 PLEXSPHERE_DSN in the environment. `--objid N` takes the lock on (1886156915, N) instead of the
@@ -55,6 +59,9 @@ def unlock(objid):
   FROM set_config('plexsphere.background_leader', '', false)"""
 
 
+
+# One pass of leader-only work, made visible (the contract's level 2).
+WORK = "INSERT INTO leader_work (loop_name, replica, term) VALUES ('sweep', %s, %s)"
 
 POOL_SIZE = 4
 
@@ -184,6 +191,21 @@ class Elector:
             return
         self.last_answered_sent = sent
 
+    async def work(self):
+        """One pass of leader-only work while this replica leads: a row in leader_work."""
+        if not self.leads():
+            return
+        conn = None
+        try:
+            conn = await asyncio.wait_for(self.pool.get(), self.t)
+            await bounded(conn.execute(WORK, [self.settings.name, self.term]), self.t)
+        except Exception as e:  # noqa: BLE001 (a pass that fails is logged; the next one runs)
+            self.log.warning("leader work: %s", e or type(e).__name__)
+            if conn is not None:
+                close(conn)
+            return
+        self.pool.put(conn)
+
     async def demote(self, cause):
         conn, self.lock_conn = self.lock_conn, None
         close(conn)
@@ -222,8 +244,13 @@ async def main(objid):
         await replica.without_database()
     else:
         elector = Elector(replica.settings, replica.gauge, replica.log, objid)
+        # The leader-only work runs beside the checks; on SIGTERM the release does not wait
+        # for a pass in flight (the term ends first, so no new pass begins).
+        work = asyncio.ensure_future(common.every(replica.settings.t, replica.stop, elector.work))
         await common.every(replica.settings.t, replica.stop, elector.check)
         await elector.release()
+        await work
+        elector.pool.close()
     replica.server.shutdown()
     replica.log.info("shut down")
 

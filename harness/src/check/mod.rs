@@ -19,6 +19,7 @@ use history::RowIs;
 pub mod expect;
 pub mod history;
 pub mod measure;
+pub mod outside;
 
 pub use expect::{Expectation, Facts};
 pub use measure::{Measure, Unit, Window, Worse};
@@ -341,8 +342,8 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     );
     if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
         checks.push((
-            Level::Events,
-            work_only_from_leader(entries, facts.rows, end_ms, b, facts.pooled),
+            Level::Work,
+            work_only_from_leader_at(entries, facts.rows, end_ms, b, facts.pooled, level),
         ));
     }
     checks
@@ -374,12 +375,11 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
                 | ReplicaEvent::Started { .. } => close(&mut open, replica, e.t_ms),
                 _ => {}
             },
-            What::Fault {
-                verb: Verb::Kill | Verb::Restart | Verb::Freeze,
-                target,
-                lifted: false,
-            } => close(&mut open, target, e.t_ms),
-            _ => {}
+            _ => {
+                if let Some(r) = stops_leading(e) {
+                    close(&mut open, r, e.t_ms);
+                }
+            }
         }
     }
     resumed_after_thaw(entries, &open, &mut spans);
@@ -390,6 +390,19 @@ pub fn leadership_spans(entries: &[Entry], end_ms: f64) -> BTreeMap<String, Vec<
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     spans
+}
+
+/// The replica a fault entry stops from leading at once: one killed, restarted or frozen (the
+/// timeline may still show its last answers for a moment).
+fn stops_leading(e: &Entry) -> Option<&str> {
+    match &e.what {
+        What::Fault {
+            verb: Verb::Kill | Verb::Restart | Verb::Freeze,
+            target,
+            lifted: false,
+        } => Some(target),
+        _ => None,
+    }
 }
 
 /// A frozen replica that resumes still believes it leads until its next check demotes it: a
@@ -839,7 +852,25 @@ pub fn work_only_from_leader(
     b: &Bounds,
     pooled: &BTreeSet<String>,
 ) -> Check {
-    let spans = leadership_spans(entries, end_ms);
+    work_only_from_leader_at(entries, rows, end_ms, b, pooled, Level::Events)
+}
+
+/// [`work_only_from_leader`] for a program at `level`: below level 3 nobody reports when it
+/// led, so each writer's spans are those its gauge showed ([`outside::gauge_spans`], widened
+/// by one sampling period at their start).
+pub fn work_only_from_leader_at(
+    entries: &[Entry],
+    rows: &[WorkRow],
+    end_ms: f64,
+    b: &Bounds,
+    pooled: &BTreeSet<String>,
+    level: Level,
+) -> Check {
+    let spans = if level >= Level::Events {
+        leadership_spans(entries, end_ms)
+    } else {
+        outside::gauge_spans(entries, b)
+    };
     let windows = overlaps(&spans);
     let slack = (b.slack + b.sample).as_secs_f64() * 1000.0;
     let faults = fault_spans(entries);

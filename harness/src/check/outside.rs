@@ -1,0 +1,167 @@
+//! Leadership seen from outside. Below level 3 no replica reports when it led, so a check that
+//! needs the leaders' spans (LOOP-1's leader-only work, at level 2) reads them off the gauge
+//! samples (level 1), each span widened by the sampling error.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{down_after, ms_of, stops_leading, Bounds};
+use crate::timeline::{Entry, What};
+
+/// The spans where each replica's gauge said 1. A span opens one sampling period before the
+/// first sample that showed 1 was asked for (the gauge may have turned 1 just after the sample
+/// before, which showed 0): the sampling error, stated here and nowhere else. It closes at the
+/// first sample that shows 0, which the replica's demotion or release came before, or when the
+/// replica is killed, restarted or frozen (its last answer stands for a moment). A sample with
+/// no answer from the replica closes nothing: it says nothing either way. A span still open
+/// when sampling stopped has no end: after the run the harness stops the replicas, the leader
+/// last, and nobody reports when its term ended (at level 3 its `released` event does).
+pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let early = ms_of(b.sample);
+    let mut open: BTreeMap<String, f64> = BTreeMap::new();
+    let mut spans: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut close = |open: &mut BTreeMap<String, f64>, r: &str, t: f64| {
+        if let Some(s) = open.remove(r) {
+            spans.entry(r.to_owned()).or_default().push((s, t));
+        }
+    };
+    let mut down = BTreeSet::new();
+    for e in entries {
+        down_after(e, &mut down);
+        match &e.what {
+            What::Gauges { values, asked_ms } => {
+                let asked = asked_ms.unwrap_or(e.t_ms);
+                for (r, v) in values {
+                    match v {
+                        Some(1) if !down.contains(r) && !open.contains_key(r) => {
+                            open.insert(r.clone(), asked - early);
+                        }
+                        Some(0) => close(&mut open, r, e.t_ms),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {
+                if let Some(r) = stops_leading(e) {
+                    close(&mut open, r, e.t_ms);
+                }
+            }
+        }
+    }
+    for (r, s) in open {
+        spans.entry(r).or_default().push((s, f64::INFINITY));
+    }
+    for v in spans.values_mut() {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    spans
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::check::{work_only_from_leader_at, Verdict, WorkRow};
+    use crate::fault::Verb;
+    use crate::level::Level;
+
+    /// T = 200 ms, sampled every 20 ms, 40 ms of slack.
+    fn bounds() -> Bounds {
+        crate::check::tests::bounds()
+    }
+
+    /// Gauge samples every 20 ms from 0 to 2 s: `a` shows 1 from 200 ms to before 1000 ms,
+    /// `b` from 1100 ms on.
+    fn history() -> Vec<Entry> {
+        (0..=100)
+            .map(|k| {
+                let t_ms = f64::from(k) * 20.0;
+                let a = i64::from((200.0..1000.0).contains(&t_ms));
+                let b = i64::from(t_ms >= 1100.0);
+                let values = [("a", a), ("b", b)]
+                    .into_iter()
+                    .map(|(r, v)| (r.to_owned(), Some(v)))
+                    .collect();
+                Entry {
+                    t_ms,
+                    what: What::Gauges {
+                        values,
+                        asked_ms: None,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn row(replica: &str, t_ms: f64) -> WorkRow {
+        WorkRow {
+            loop_name: "sweep".into(),
+            replica: replica.into(),
+            term: 1,
+            t_ms,
+            fence: None,
+        }
+    }
+
+    fn verdict(entries: &[Entry], rows: &[WorkRow], level: Level) -> Verdict {
+        work_only_from_leader_at(entries, rows, 2000.0, &bounds(), &BTreeSet::new(), level).verdict
+    }
+
+    #[test]
+    fn a_span_opens_one_sample_before_the_first_1_and_closes_at_the_first_0_or_never() {
+        let spans = gauge_spans(&history(), &bounds());
+        assert_eq!(spans["a"], [(180.0, 1000.0)]);
+        assert_eq!(spans["b"], [(1080.0, f64::INFINITY)]);
+    }
+
+    #[test]
+    fn at_level_2_rows_are_judged_by_the_gauges_spans() {
+        let h = history();
+        // Just before a's first 1 (within the sampling error and the slack), while a leads,
+        // and b's.
+        let good = [row("a", 130.0), row("a", 900.0), row("b", 1500.0)];
+        assert_eq!(verdict(&h, &good, Level::Work), Verdict::Valid);
+        // a's row while b leads, and a's row before its gauge could have turned 1.
+        assert_eq!(
+            verdict(&h, &[row("a", 1300.0)], Level::Work),
+            Verdict::Invalid
+        );
+        assert_eq!(
+            verdict(&h, &[row("a", 100.0)], Level::Work),
+            Verdict::Invalid
+        );
+        // After sampling stopped (2 s), the harness stops the replicas: b still led, a did not.
+        assert_eq!(
+            verdict(&h, &[row("b", 2900.0)], Level::Work),
+            Verdict::Valid
+        );
+        assert_eq!(
+            verdict(&h, &[row("a", 2900.0)], Level::Work),
+            Verdict::Invalid
+        );
+        // At level 3 the spans are the events', and this history has none.
+        assert_eq!(
+            verdict(&h, &[row("a", 900.0)], Level::Events),
+            Verdict::Invalid
+        );
+    }
+
+    #[test]
+    fn a_frozen_replica_leads_no_more_whatever_its_last_gauge_said() {
+        let mut h = history();
+        h.push(Entry {
+            t_ms: 600.0,
+            what: What::Fault {
+                verb: Verb::Freeze,
+                target: "a".into(),
+                lifted: false,
+            },
+        });
+        h.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        assert_eq!(verdict(&h, &[row("a", 500.0)], Level::Work), Verdict::Valid);
+        assert_eq!(
+            verdict(&h, &[row("a", 800.0)], Level::Work),
+            Verdict::Invalid
+        );
+    }
+}
