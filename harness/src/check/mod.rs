@@ -405,6 +405,34 @@ fn stops_leading(e: &Entry) -> Option<&str> {
     }
 }
 
+/// A standby frozen just after its grant (with X-WAKE the grant comes the moment the lock is
+/// free) may run its first leader-only passes before it stops, while its `acquired` line waits
+/// in its output until the thaw (chaos seed 3 with `--wake`: a backend kill of the leader, then
+/// a freeze of the standby 0.3 ms later, and a row of the new term 350 ms before its event was
+/// read). So a term reported within `lag_ms` after a thaw of a replica that did not lead when
+/// frozen begins at the freeze instead: the process wrote nothing while frozen, so only what it
+/// did before the freeze is admitted. A leader frozen while leading keeps its rule
+/// ([`resumed_after_thaw`]): its old term's late writes are not admitted this way.
+fn acquired_before_a_freeze(
+    spans: &mut BTreeMap<String, Vec<(f64, f64)>>,
+    faults: &[crate::timeline::FaultSpan],
+    lag_ms: f64,
+) {
+    for f in faults.iter().filter(|f| f.verb == Verb::Freeze) {
+        let (Some(thaw_ms), Some(own)) = (f.lifted_ms, spans.get_mut(&f.target)) else {
+            continue;
+        };
+        if own.iter().any(|(_, end)| *end == f.applied_ms) {
+            continue;
+        }
+        for span in own.iter_mut() {
+            if span.0 >= thaw_ms && span.0 <= thaw_ms + lag_ms {
+                span.0 = f.applied_ms;
+            }
+        }
+    }
+}
+
 /// A frozen replica that resumes still believes it leads until its next check demotes it: a
 /// span from each thaw of a replica that led when frozen (and has not led again since) to its
 /// next demotion or release.
@@ -866,14 +894,16 @@ pub fn work_only_from_leader_at(
     pooled: &BTreeSet<String>,
     level: Level,
 ) -> Check {
+    let faults = fault_spans(entries);
     let spans = if level >= Level::Events {
-        leadership_spans(entries, end_ms)
+        let mut spans = leadership_spans(entries, end_ms);
+        acquired_before_a_freeze(&mut spans, &faults, history::report_lag_ms(b));
+        spans
     } else {
         outside::gauge_spans(entries, b)
     };
     let windows = overlaps(&spans);
     let slack = (b.slack + b.sample).as_secs_f64() * 1000.0;
-    let faults = fault_spans(entries);
     let grants = grants(entries);
     let (mut bad, mut held) = (Vec::new(), 0usize);
     for row in rows.iter().filter(|r| !r.loop_name.contains(':')) {
@@ -1415,6 +1445,47 @@ pub(crate) mod tests {
             work_only_from_leader(&tl, &bad, 1000.0, &bounds(), &BTreeSet::new()).verdict,
             Verdict::Invalid
         );
+    }
+
+    /// Chaos seed 3 with `--wake`: a standby granted the lock and frozen at once writes a row
+    /// of its new term before the freeze, and its `acquired` line is read after the thaw. The
+    /// row is its term's; a leader frozen while leading gets no such start.
+    #[test]
+    fn a_standby_granted_just_before_a_freeze_leads_from_the_freeze() {
+        let row = |replica: &str, term, t_ms| WorkRow {
+            loop_name: "sse-nonce-sweep".into(),
+            replica: replica.into(),
+            term,
+            t_ms,
+            fence: None,
+        };
+        let standby = vec![
+            ev(0.0, "b", acquired(1)),
+            fault(1000.0, Verb::KillBackend, "b", false),
+            fault(1000.5, Verb::Freeze, "a", false),
+            ev(1085.0, "b", demoted(1)),
+            fault(1350.0, Verb::Freeze, "a", true),
+            ev(1352.0, "a", acquired(2)),
+        ];
+        let early = [row("a", 2, 1000.2)];
+        let check = |tl: &[Entry], rows: &[WorkRow]| {
+            work_only_from_leader(tl, rows, 2000.0, &bounds(), &BTreeSet::new()).verdict
+        };
+        assert_eq!(check(&standby, &early), Verdict::Valid);
+        // Read later than the report lag after the thaw: the term began after it.
+        let mut late = standby.clone();
+        late[5].t_ms = 1600.0;
+        assert_eq!(check(&late, &early), Verdict::Invalid);
+        // A leader frozen while leading: its span ended at the freeze, and a row during the
+        // freeze is not admitted by a term reported after the thaw.
+        let leader = vec![
+            ev(0.0, "a", acquired(1)),
+            fault(1000.0, Verb::Freeze, "a", false),
+            fault(1350.0, Verb::Freeze, "a", true),
+            ev(1352.0, "a", demoted(1)),
+            ev(1360.0, "a", acquired(2)),
+        ];
+        assert_eq!(check(&leader, &[row("a", 1, 1200.0)]), Verdict::Invalid);
     }
 
     #[test]
