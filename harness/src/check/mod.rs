@@ -405,6 +405,14 @@ fn stops_leading(e: &Entry) -> Option<&str> {
     }
 }
 
+/// Whether `freeze` caught its target leading: the freeze closed one of its spans.
+fn led_when_frozen(
+    spans: &BTreeMap<String, Vec<(f64, f64)>>,
+    freeze: &crate::timeline::FaultSpan,
+) -> bool {
+    (spans.get(&freeze.target).into_iter().flatten()).any(|(_, end)| *end == freeze.applied_ms)
+}
+
 /// A standby frozen just after its grant (with X-WAKE the grant comes the moment the lock is
 /// free) may run its first leader-only passes before it stops, while its `acquired` line waits
 /// in its output until the thaw (chaos seed 3 with `--wake`: a backend kill of the leader, then
@@ -419,12 +427,12 @@ fn acquired_before_a_freeze(
     lag_ms: f64,
 ) {
     for f in faults.iter().filter(|f| f.verb == Verb::Freeze) {
+        if led_when_frozen(spans, f) {
+            continue;
+        }
         let (Some(thaw_ms), Some(own)) = (f.lifted_ms, spans.get_mut(&f.target)) else {
             continue;
         };
-        if own.iter().any(|(_, end)| *end == f.applied_ms) {
-            continue;
-        }
         for span in own.iter_mut() {
             if span.0 >= thaw_ms && span.0 <= thaw_ms + lag_ms {
                 span.0 = f.applied_ms;
@@ -448,10 +456,7 @@ fn resumed_after_thaw(
         let (Some(thaw_ms), target) = (thawed.lifted_ms, &thawed.target) else {
             continue;
         };
-        // It led when frozen if the freeze closed one of its spans.
-        let led_when_frozen =
-            (spans.get(target).into_iter().flatten()).any(|(_, end)| *end == thawed.applied_ms);
-        if !led_when_frozen || open.contains_key(target) {
+        if !led_when_frozen(spans, thawed) || open.contains_key(target) {
             continue;
         }
         // Whatever ends a term ends the resumed one: a demotion, a release, an abandonment, a
@@ -470,12 +475,7 @@ fn resumed_after_thaw(
                                     | ReplicaEvent::Started { .. }
                             )
                     }
-                    What::Fault {
-                        verb: Verb::Kill | Verb::Restart | Verb::Freeze,
-                        target: t,
-                        lifted: false,
-                    } => t == target,
-                    _ => false,
+                    _ => stops_leading(x) == Some(target.as_str()),
                 }
         });
         if let Some(end) = resumed_end {
