@@ -252,7 +252,7 @@ impl ProcessTarget for crate::replica::ReplicaProcess {
 }
 
 /// The replica processes a [`Nemesis`] may signal, by name.
-pub trait Processes {
+pub trait Processes: Send {
     /// The process of the replica `name`, if there is one.
     fn process(&mut self, name: &str) -> Option<&mut dyn ProcessTarget>;
 }

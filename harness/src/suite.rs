@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// the shards' output folders into one report. Every file is still validated.
     #[arg(long, value_name = "K/N", value_parser = crate::flags::shard)]
     pub shard: Option<crate::flags::Shard>,
+    /// How many scenarios run at once, 1 to 4, each on servers and replicas of its own; one by
+    /// default. Two at once halve the time, but a scenario whose hazard needs two replicas in
+    /// step (`pgbouncer-transaction-hazard`) missed it once that way (docs/gate.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub jobs: u8,
 }
 
 impl RunArgs {
@@ -237,13 +242,31 @@ async fn report_of(
         (_, false) => sources.push(crate::in_process::in_process_only()),
         (None, true) => {}
     }
-    sources.extend(run_all(scenarios, opts, usize::from(args.repeat)).await);
+    sources.extend(
+        run_all(
+            scenarios,
+            opts,
+            usize::from(args.repeat),
+            usize::from(args.jobs),
+        )
+        .await,
+    );
     Ok(Report::new(
-        args.t.as_millis() as u64,
+        report_t(scenarios, args.t).as_millis() as u64,
         opts.seed,
         began.elapsed().as_secs_f64(),
         sources,
     ))
+}
+
+/// The T a report names: the one every scenario ran at (a file may pin its own, as a recorded
+/// incident does), else the run's `--t`.
+fn report_t(scenarios: &[Scenario], t: Duration) -> Duration {
+    let mut each = scenarios.iter().map(|s| s.t.map_or(t, |own| own.at(t)));
+    match each.next() {
+        Some(first) if each.all(|other| other == first) => first,
+        _ => t,
+    }
 }
 
 /// `harness run --impl ...`: the scenarios with each implementation in turn, each report in
@@ -314,9 +337,17 @@ async fn versions(
         let began = Instant::now();
         let junit = args.elector_junit.as_deref();
         let mut sources = vec![crate::matrix::in_process(junit, program.is_ours(), v)?];
-        sources.extend(run_all(scenarios, &opts, usize::from(args.repeat)).await);
+        sources.extend(
+            run_all(
+                scenarios,
+                &opts,
+                usize::from(args.repeat),
+                usize::from(args.jobs),
+            )
+            .await,
+        );
         let report = Report::new(
-            args.t.as_millis() as u64,
+            report_t(scenarios, args.t).as_millis() as u64,
             seed,
             began.elapsed().as_secs_f64(),
             sources,
@@ -359,52 +390,91 @@ pub(crate) fn conclude(
     })
 }
 
-/// Runs every scenario `repeat` times, one after another, with a progress bar; one source per
-/// scenario, its runs merged.
+/// Runs every scenario `repeat` times, `jobs` scenarios at once (each on servers and replicas
+/// of its own, its repeats one after another), with a progress bar; one source per scenario, its
+/// runs merged, in the order of `scenarios`.
 pub(crate) async fn run_all(
     scenarios: &[Scenario],
     opts: &RunOptions,
     repeat: usize,
+    jobs: usize,
 ) -> Vec<Source> {
+    use futures::StreamExt as _;
     let bar = indicatif::ProgressBar::new((scenarios.len() * repeat) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
             .expect("template")
             .progress_chars("=> "),
     );
-    let mut sources = Vec::new();
-    for s in scenarios {
-        let mut runs = Vec::with_capacity(repeat);
-        for i in 1..=repeat {
-            bar.set_message(if repeat > 1 {
-                format!("{} ({i}/{repeat})", s.name)
-            } else {
-                s.name.clone()
-            });
-            let opts = RunOptions {
-                repeat: i,
-                ..opts.clone()
-            };
-            runs.push(run_one(s, &opts).await);
-            bar.inc(1);
-        }
-        let source = merge_repeats(runs);
-        bar.println(format!(
-            "{:<40} {} ({:.1} s)",
-            source.name,
-            if source.not_run() {
-                "not-run"
-            } else if source.passed() {
-                "pass"
-            } else {
-                "FAIL"
-            },
-            source.seconds
-        ));
-        sources.push(source);
-    }
+    // Each scenario runs in a task of its own, so that one scenario's work never waits on
+    // another's polling; `buffered` starts the next only when one of `jobs` ends, and yields
+    // the results in the scenarios' order.
+    let sources = futures::stream::iter(scenarios.iter().cloned())
+        .map(|s| {
+            let (opts, bar) = (opts.clone(), bar.clone());
+            let (name, clauses) = (s.name.clone(), s.clauses.clone());
+            let task = tokio::spawn(async move { runs_of(&s, &opts, repeat, &bar).await });
+            async move { (name, clauses, task.await) }
+        })
+        .buffered(jobs.max(1))
+        .map(|(name, clauses, joined)| joined.unwrap_or_else(|e| panicked(name, &clauses, &e)))
+        .collect()
+        .await;
     bar.finish_and_clear();
     sources
+}
+
+/// One scenario's `repeat` runs, merged into one source; its line printed above the bar.
+async fn runs_of(
+    s: &Scenario,
+    opts: &RunOptions,
+    repeat: usize,
+    bar: &indicatif::ProgressBar,
+) -> Source {
+    let mut runs = Vec::with_capacity(repeat);
+    for i in 1..=repeat {
+        bar.set_message(if repeat > 1 {
+            format!("{} ({i}/{repeat})", s.name)
+        } else {
+            s.name.clone()
+        });
+        let opts = RunOptions {
+            repeat: i,
+            ..opts.clone()
+        };
+        runs.push(run_one(s, &opts).await);
+        bar.inc(1);
+    }
+    let source = merge_repeats(runs);
+    bar.println(format!(
+        "{:<40} {} ({:.1} s)",
+        source.name,
+        if source.not_run() {
+            "not-run"
+        } else if source.passed() {
+            "pass"
+        } else {
+            "FAIL"
+        },
+        source.seconds
+    ));
+    source
+}
+
+/// The source of a scenario whose task panicked: a failed run of its clauses.
+fn panicked(name: String, clauses: &[String], e: &tokio::task::JoinError) -> Source {
+    Source {
+        checks: vec![Check::new(
+            "scenario ran",
+            &[],
+            Verdict::Invalid,
+            format!("the harness's task running it ended: {e}"),
+        )
+        .with_clauses(clauses)],
+        name,
+        seconds: 0.0,
+        evidence: None,
+    }
 }
 
 /// Runs one scenario once; a run that could not complete is a failed check of its clauses. A
@@ -650,6 +720,63 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("so this shard has none"), "{e}");
+    }
+
+    /// `--jobs`: 1 to 4, 1 by default; with several at once, each scenario still gives one
+    /// source, in the files' order. (These end at once, unplayable by the program; the
+    /// conformance runs show the order with real scenarios side by side.)
+    #[tokio::test]
+    async fn scenarios_run_side_by_side_report_in_file_order() {
+        assert_eq!(run_args(&[]).jobs, 1);
+        for bad in ["0", "5"] {
+            let argv = ["harness", "run", "--jobs", bad];
+            assert!(
+                crate::cli::Cli::try_parse_from(argv).is_err(),
+                "--jobs {bad}"
+            );
+        }
+        // A level-0 program cannot play a scenario that waits for readiness or needs the
+        // harness's own replica: such a run ends at once, without a container.
+        let program = Program::External(
+            crate::replica::program::Command::parse("true", crate::level::Level::Process).unwrap(),
+        );
+        let scenarios: Vec<Scenario> = (load(&run_args(&[])).unwrap().into_iter())
+            .filter(|s| s.needs().is_some_and(|n| !n.met_by(program.level(), false)))
+            .collect();
+        assert!(scenarios.len() >= 4, "{}", scenarios.len());
+        let opts = RunOptions {
+            t: Duration::from_millis(200),
+            seed: 1,
+            out: std::env::temp_dir(),
+            program,
+            images: Images::upstream(),
+            slack: Duration::from_millis(50),
+            repeat: 1,
+        };
+        let sources = run_all(&scenarios, &opts, 1, 3).await;
+        let names = |v: &[_]| {
+            v.iter()
+                .map(|s: &Source| s.name.clone())
+                .collect::<Vec<_>>()
+        };
+        let expected: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
+        assert_eq!(names(&sources), expected);
+        assert!(sources.iter().all(Source::not_run));
+    }
+
+    /// A report names the T its scenarios ran at: a replayed incident's own, else `--t`.
+    #[test]
+    fn a_report_names_the_t_its_scenarios_ran_at() {
+        let t = Duration::from_millis(200);
+        let mut scenarios = load(&run_args(&[])).unwrap();
+        scenarios.retain(|s| s.t.is_none());
+        scenarios.truncate(2);
+        assert_eq!(report_t(&scenarios, t), t);
+        let own = crate::span::Span::parse("500ms").unwrap();
+        scenarios[0].t = Some(own);
+        assert_eq!(report_t(&scenarios, t), t, "mixed: the run's T");
+        scenarios[1].t = Some(own);
+        assert_eq!(report_t(&scenarios, t), Duration::from_millis(500));
     }
 
     fn source(figure: &str, verdict: Verdict) -> Source {

@@ -4,6 +4,7 @@
 
 mod conformance_script;
 mod dependencies;
+mod docs;
 mod workflow_lint;
 
 use std::path::{Path, PathBuf};
