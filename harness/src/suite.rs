@@ -262,7 +262,7 @@ async fn report_of(
 /// The T a report names: the one every scenario ran at (a file may pin its own, as a recorded
 /// incident does), else the run's `--t`.
 fn report_t(scenarios: &[Scenario], t: Duration) -> Duration {
-    let mut each = scenarios.iter().map(|s| s.t.map_or(t, |own| own.at(t)));
+    let mut each = scenarios.iter().map(|s| s.interval(t));
     match each.next() {
         Some(first) if each.all(|other| other == first) => first,
         _ => t,
@@ -417,7 +417,15 @@ pub(crate) async fn run_all(
             async move { (name, clauses, task.await) }
         })
         .buffered(jobs.max(1))
-        .map(|(name, clauses, joined)| joined.unwrap_or_else(|e| panicked(name, &clauses, &e)))
+        .map(|(name, clauses, joined)| {
+            joined.unwrap_or_else(|e| {
+                failed_run(
+                    name,
+                    &clauses,
+                    format!("the harness's task running it ended: {e}"),
+                )
+            })
+        })
         .collect()
         .await;
     bar.finish_and_clear();
@@ -461,16 +469,13 @@ async fn runs_of(
     source
 }
 
-/// The source of a scenario whose task panicked: a failed run of its clauses.
-fn panicked(name: String, clauses: &[String], e: &tokio::task::JoinError) -> Source {
+/// The source of a scenario run that could not complete (it failed to start, or its task
+/// ended): a failed check of its clauses.
+fn failed_run(name: String, clauses: &[String], message: String) -> Source {
     Source {
-        checks: vec![Check::new(
-            "scenario ran",
-            &[],
-            Verdict::Invalid,
-            format!("the harness's task running it ended: {e}"),
-        )
-        .with_clauses(clauses)],
+        checks: vec![
+            Check::new("scenario ran", &[], Verdict::Invalid, message).with_clauses(clauses)
+        ],
         name,
         seconds: 0.0,
         evidence: None,
@@ -515,18 +520,8 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
             }
         }
         Err(e) => Source {
-            name: s.name.clone(),
-            seconds: 0.0,
-            checks: vec![Check {
-                name: "scenario ran".into(),
-                clauses: s.clauses.clone(),
-                verdict: Verdict::Invalid,
-                figures: Default::default(),
-                message: format!("{e:#}"),
-                measures: Vec::new(),
-                needs: None,
-            }],
             evidence: Some(opts.evidence_dir(&s.name)),
+            ..failed_run(s.name.clone(), &s.clauses, format!("{e:#}"))
         },
     }
 }

@@ -51,6 +51,11 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The T this scenario runs at: its own `t`, else the run's.
+    pub fn interval(&self, run_t: std::time::Duration) -> std::time::Duration {
+        self.t.map_or(run_t, |own| own.at(run_t))
+    }
+
     /// Each replica's program: its own `cmd`, else the run's `program`.
     ///
     /// # Errors

@@ -136,7 +136,7 @@ impl Session {
         topology: TopologyConfig,
     ) -> anyhow::Result<Session> {
         let began = Instant::now();
-        let t = scenario.t.map_or(opts.t, |s| s.at(opts.t));
+        let t = scenario.interval(opts.t);
         let tick = scenario.tick.map_or(t, |s| s.at(t));
         let evidence = Evidence::create(&opts.out, opts.evidence_dir(&scenario.name))?;
         let stage = Stage::start(scenario, topology, &opts.program, (t, tick), &evidence).await?;
