@@ -380,7 +380,8 @@ pub struct ProxyEndpoint {
 }
 
 impl ProxyEndpoint {
-    /// The replica's DSN: `postgres://postgres:<password>@127.0.0.1:<port>/plexsphere`.
+    /// The replica's DSN:
+    /// `postgres://postgres:<password>@127.0.0.1:<port>/plexsphere?sslmode=disable`.
     pub fn dsn(&self) -> String {
         dsn_for(self.addr)
     }
@@ -421,10 +422,13 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// A DSN for PostgreSQL (or a PgBouncer, or a proxy) at `addr`, with the [`password`].
+/// A DSN for PostgreSQL (or a PgBouncer, or a proxy) at `addr`, with the [`password`]. It
+/// asks for `sslmode=disable`: the hop a replica's proxy observes must be plain for its tap to
+/// read the conversation (a client's default, `prefer`, would encrypt it wherever the server
+/// offers TLS).
 pub fn dsn_for(addr: SocketAddr) -> String {
     format!(
-        "postgres://{USER}:{}@{}:{}/{DATABASE}",
+        "postgres://{USER}:{}@{}:{}/{DATABASE}?sslmode=disable",
         password(),
         addr.ip(),
         addr.port()

@@ -449,6 +449,35 @@ impl Toxiproxy {
         self.call("reset".into(), |c| c.reset()).await
     }
 
+    /// The records of proxy `name`'s wire journal after `after` (an extension of the API that
+    /// the workspace's server has and upstream Toxiproxy has not: `Ok(None)` there). What this
+    /// returns is forgotten by the server: one reader per proxy.
+    ///
+    /// # Errors
+    /// No such proxy, or the API did not answer or answered something else than a page.
+    pub async fn journal(&self, name: &str, after: u64) -> anyhow::Result<Option<wiretap::Page>> {
+        let url = format!(
+            "http://{}{}?after={after}",
+            self.api,
+            wiretap::journal_path(name)
+        );
+        let response =
+            (self.http.get(&url).send().await).with_context(|| format!("toxiproxy: GET {url}"))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        if status.is_success() {
+            let page = serde_json::from_str(&text)
+                .with_context(|| format!("toxiproxy: GET {url}: not a journal page"))?;
+            return Ok(Some(page));
+        }
+        // A missing proxy is the API's JSON error; a missing route (upstream) is plain text.
+        let api_error = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+        if status == reqwest::StatusCode::NOT_FOUND && !api_error {
+            return Ok(None);
+        }
+        bail!("toxiproxy: GET {url}: {status}: {}", text.trim())
+    }
+
     async fn post_toxic(&self, name: &str, stream: Stream, toxic: &Toxic) -> anyhow::Result<()> {
         let url = format!("http://{}/proxies/{name}/toxics", self.api);
         let body = serde_json::json!({

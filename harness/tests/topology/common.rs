@@ -10,7 +10,8 @@ pub use testkit::eventually;
 
 /// A client connected to `dsn` with `application_name` = `app`.
 pub async fn client(dsn: &str, app: &str) -> Client {
-    let dsn = format!("{dsn}?application_name={app}");
+    let sep = if dsn.contains('?') { '&' } else { '?' };
+    let dsn = format!("{dsn}{sep}application_name={app}");
     try_connect(&dsn, Duration::from_secs(5))
         .await
         .unwrap_or_else(|e| panic!("connect {dsn}: {e:#}"))

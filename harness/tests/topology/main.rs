@@ -11,3 +11,4 @@ mod faults;
 mod local;
 mod pgbouncer;
 mod startup;
+mod wire;

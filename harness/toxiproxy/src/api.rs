@@ -15,6 +15,7 @@
 //! | `GET /proxies/{p}/toxics/{t}` | 200 toxic; 404 |
 //! | `POST`/`PATCH /proxies/{p}/toxics/{t}` | 200 toxic; 400, 404 |
 //! | `DELETE /proxies/{p}/toxics/{t}` | 204; 404 |
+//! | `GET /proxies/{p}/journal?after=SEQ&limit=N` | 200 [`wiretap::Page`]; 404 (an extension: upstream has no such route) |
 //!
 //! Errors are `{"error": "...", "status": N}`. Like upstream, a browser user agent
 //! (`Mozilla/...`) is refused with 403.
@@ -22,13 +23,13 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::collection::{parse_body, Proxies};
@@ -57,6 +58,7 @@ pub(crate) fn router(state: AppState) -> Router {
                 .patch(proxy_update)
                 .delete(proxy_delete),
         )
+        .route("/proxies/{proxy}/journal", get(journal))
         .route(
             "/proxies/{proxy}/toxics",
             get(toxic_index).post(toxic_create),
@@ -196,4 +198,23 @@ async fn toxic_delete(
 ) -> ApiResult<StatusCode> {
     state.lock().await.remove_toxic(&proxy, &toxic)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The query of `GET /proxies/{p}/journal`.
+#[derive(Deserialize)]
+struct JournalQuery {
+    /// The last `seq` the reader has: the page starts after it, and what it has is forgotten.
+    #[serde(default)]
+    after: u64,
+    /// The most records to answer.
+    limit: Option<usize>,
+}
+
+async fn journal(
+    State(state): State<AppState>,
+    Path(proxy): Path<String>,
+    Query(q): Query<JournalQuery>,
+) -> ApiResult<Response> {
+    let journal = state.lock().await.journal(&proxy)?;
+    Ok(Json(journal.page(q.after, q.limit)).into_response())
 }

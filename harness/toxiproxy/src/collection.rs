@@ -76,6 +76,14 @@ impl Proxies {
             .ok_or_else(ApiError::proxy_not_found)
     }
 
+    /// `GET /proxies/{name}/journal`: the proxy's wire journal.
+    pub fn journal(&self, name: &str) -> Result<std::sync::Arc<crate::journal::Journal>, ApiError> {
+        self.map
+            .get(name)
+            .map(|p| p.journal.clone())
+            .ok_or_else(ApiError::proxy_not_found)
+    }
+
     /// `POST /proxies`: creates (and by default starts) a proxy.
     pub async fn create(&mut self, body: &Value) -> Result<ProxyView, ApiError> {
         let input = parse_proxy_input(body)?;

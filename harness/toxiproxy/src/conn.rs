@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
 
+use crate::journal::{Journal, Observed};
 use crate::link::{Item, Link};
 use crate::toxic::{TimeoutMode, ToxicKind};
 use crate::toxics::ToxicSet;
@@ -45,6 +46,8 @@ pub(crate) struct ConnCtx {
     pub upstream: String,
     /// The proxy's toxics.
     pub toxics: watch::Receiver<Arc<ToxicSet>>,
+    /// The proxy's wire journal.
+    pub journal: Arc<Journal>,
     /// Cancelled when the proxy stops or is deleted.
     pub cancel: CancellationToken,
     /// Randomness for toxicity and jitter.
@@ -65,6 +68,8 @@ enum End {
 
 /// Serves one accepted client until the connection ends.
 pub(crate) async fn serve(mut client: TcpStream, peer: SocketAddr, mut ctx: ConnCtx) {
+    // Dropped when the connection ends: if neither side closed first, the proxy ended it.
+    let mut observed = Observed::open(ctx.journal.clone());
     let server = tokio::select! {
         biased;
         _ = ctx.cancel.cancelled() => return,
@@ -88,7 +93,15 @@ pub(crate) async fn serve(mut client: TcpStream, peer: SocketAddr, mut ctx: Conn
         let _ = client.set_zero_linger();
         let _ = server.set_zero_linger();
     }
-    let end = pump(&mut client, &mut server, &mut ctx, &set, abortive).await;
+    let end = pump(
+        &mut client,
+        &mut server,
+        &mut ctx,
+        &set,
+        abortive,
+        &mut observed,
+    )
+    .await;
     debug!(name = %ctx.proxy, client = %peer, ?end, abortive, "Connection ended");
 }
 
@@ -121,12 +134,14 @@ struct Side {
 
 /// Runs both directions until the connection ends. `abortive`: the sockets have zero linger, so
 /// the first end of stream ends the connection (closing a socket resets both directions).
+/// `observed` sees every read before the toxics do.
 async fn pump(
     client: &mut TcpStream,
     server: &mut TcpStream,
     ctx: &mut ConnCtx,
     set: &ToxicSet,
     abortive: bool,
+    observed: &mut Observed,
 ) -> End {
     let (mut cr, mut cw) = client.split();
     let (mut sr, mut sw) = server.split();
@@ -248,13 +263,17 @@ async fn pump(
                     (&mut down, &sbuf)
                 };
                 match n {
-                    Some(n) => side.link.push_input(Item::Data {
-                        data: Bytes::copy_from_slice(&buf[..n]),
-                        ts: Instant::now(),
-                    }),
+                    Some(n) => {
+                        side.link.push_input(Item::Data {
+                            data: Bytes::copy_from_slice(&buf[..n]),
+                            ts: Instant::now(),
+                        });
+                        observed.read(upstream, &buf[..n]);
+                    }
                     None => {
                         side.reading = false;
                         side.link.push_input(Item::Eof);
+                        observed.eof(upstream);
                     }
                 }
             }

@@ -70,6 +70,16 @@
 //! 4T") failed. `flapping-network` passed in both modes (its heal closes the connections either
 //! way). No other scenario uses `partition`.
 
+//! # The wire journal (an extension)
+//!
+//! Every proxied connection runs a [`wiretap::Tap`]: what the proxy reads off either socket is
+//! decoded as the PostgreSQL protocol (with the `pgwire` crate) before any toxic acts on it, and
+//! what it says (the client's startup, the server's pid, each statement with its parameters and
+//! its answer, who closed the connection) is kept in the proxy's journal, served on
+//! `GET /proxies/{name}/journal?after=SEQ` (a [`wiretap::Page`]; what a page answered is
+//! forgotten). The bytes are forwarded untouched whatever the decoding makes of them; the page
+//! says what decoding cost per message. Upstream has no such route (a 404 in plain text there).
+//!
 //! # Remaining differences from upstream 2.12.0
 //!
 //! - `partition` mode, above (off by default).
@@ -91,6 +101,7 @@ pub mod cli;
 mod collection;
 mod conn;
 pub mod error;
+mod journal;
 mod link;
 pub mod net;
 mod proxy;

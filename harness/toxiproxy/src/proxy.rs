@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use crate::conn::{self, ConnCtx};
 use crate::error::ApiError;
+use crate::journal::Journal;
 use crate::net::{resolve_for_compare, resolve_listen};
 use crate::toxic::{TimeoutMode, ToxicView};
 use crate::toxics::{ToxicCollection, ToxicSet};
@@ -57,6 +58,8 @@ pub(crate) struct Proxy {
     pub listen: String,
     pub upstream: String,
     pub toxics: ToxicCollection,
+    /// What its connections said (kept across a disable and an enable).
+    pub journal: Arc<Journal>,
     running: Option<Running>,
     options: ProxyOptions,
 }
@@ -69,6 +72,7 @@ impl Proxy {
             listen,
             upstream,
             toxics: ToxicCollection::new(),
+            journal: Arc::default(),
             running: None,
             options,
         }
@@ -123,6 +127,7 @@ impl Proxy {
                 upstream: self.upstream.clone(),
                 local,
                 toxics: self.toxics.subscribe(),
+                journal: self.journal.clone(),
                 cancel: cancel.clone(),
                 tracker: tracker.clone(),
                 options: self.options.clone(),
@@ -164,6 +169,7 @@ struct AcceptCtx {
     upstream: String,
     local: SocketAddr,
     toxics: watch::Receiver<Arc<ToxicSet>>,
+    journal: Arc<Journal>,
     cancel: CancellationToken,
     tracker: TaskTracker,
     options: ProxyOptions,
@@ -196,6 +202,7 @@ async fn accept_loop(listener: TcpListener, ctx: AcceptCtx) {
             proxy: ctx.name.clone(),
             upstream: ctx.upstream.clone(),
             toxics: ctx.toxics.clone(),
+            journal: ctx.journal.clone(),
             cancel: ctx.cancel.child_token(),
             rng: fastrand::Rng::with_seed(seed),
             timeout_mode: ctx.options.timeout_mode,

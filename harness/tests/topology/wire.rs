@@ -1,0 +1,116 @@
+//! The wire journal of a replica's proxy: what a real client said to a real PostgreSQL through
+//! it and what it was told, stamped on the clock of `Instant`.
+
+use std::time::Duration;
+
+use harness::topology::{ReplicaPath, Topology, TopologyConfig};
+use wiretap::{monotonic_us, Closer, Outcome, Record, WireEvent};
+
+use crate::common::{backend_pid, client};
+
+/// Every record of proxy `name` so far.
+async fn records(topology: &Topology, name: &str, seen: &mut Vec<Record>) {
+    let after = seen.last().map_or(0, |r| r.seq);
+    let page = (topology.toxiproxy().journal(name, after).await)
+        .expect("journal")
+        .expect("the workspace's server has a journal");
+    assert_eq!(page.dropped, 0);
+    seen.extend(page.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_journals_what_its_client_said_and_was_told() {
+    let topology = Topology::start(TopologyConfig::docker())
+        .await
+        .expect("topology");
+    let proxy = topology
+        .add_proxy("r1", ReplicaPath::Direct)
+        .await
+        .expect("proxy");
+    let before = monotonic_us();
+    let c = client(&proxy.dsn(), "r1").await;
+    let pid = backend_pid(&c).await;
+    let lock_sent = monotonic_us();
+    let granted: bool = c
+        .query_one(
+            "SELECT pg_try_advisory_lock($1, $2)",
+            &[&1886156915i32, &1i32],
+        )
+        .await
+        .expect("lock")
+        .get(0);
+    assert!(granted);
+    let failed = c.simple_query("SELECT 1/0").await;
+    assert!(failed.is_err());
+    drop(c);
+    let mut seen = Vec::new();
+    // Until the close is in (the connection task ends after the drop).
+    for _ in 0..100 {
+        records(&topology, "r1", &mut seen).await;
+        if seen
+            .iter()
+            .any(|r| matches!(r.event, WireEvent::Closed { .. }))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = monotonic_us();
+    let events: Vec<&WireEvent> = seen.iter().map(|r| &r.event).collect();
+    eprintln!("{}", serde_json_lines(&seen));
+    assert_eq!(events[0], &WireEvent::Opened);
+    assert!(seen
+        .iter()
+        .all(|r| r.conn == 1 && (before..=after).contains(&r.at_us)));
+    assert!(events.iter().any(|e| matches!(e,
+        WireEvent::Startup { application_name: Some(a), user: Some(u), .. } if a == "r1" && u == "postgres")));
+    assert!(
+        events.contains(&&WireEvent::Backend { pid }),
+        "the server's pid: {pid}"
+    );
+    // The lock call, its key as sent, and its answer, sent when the client sent it.
+    let (id, at) = seen
+        .iter()
+        .find_map(|r| match &r.event {
+            WireEvent::Statement { id, sql, params } if sql.contains("pg_try_advisory_lock") => {
+                assert_eq!(params, &vec![Some("1886156915".into()), Some("1".into())]);
+                Some((*id, r.at_us))
+            }
+            _ => None,
+        })
+        .expect("the lock call");
+    assert!(at >= lock_sent, "stamped when sent");
+    assert!(events.iter().any(
+        |e| matches!(e, WireEvent::Answer { id: i, outcome: Outcome::Done { row: Some(row), .. } }
+        if *i == id && row == &vec![Some("t".to_owned())])
+    ));
+    assert!(events.iter().any(
+        |e| matches!(e, WireEvent::Answer { outcome: Outcome::Error { code, .. }, .. }
+        if code == "22012")
+    ));
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            WireEvent::Closed {
+                by: Closer::Client,
+                terminate: true
+            }
+        )),
+        "{events:?}"
+    );
+    let page = topology
+        .toxiproxy()
+        .journal("r1", 0)
+        .await
+        .expect("journal")
+        .expect("page");
+    assert!(page.cost.messages > 10, "{:?}", page.cost);
+    assert!(page.now_us >= after);
+}
+
+fn serde_json_lines(records: &[Record]) -> String {
+    (records.iter())
+        .map(|r| serde_json::to_string(r).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
