@@ -96,15 +96,9 @@ fn deciders(s: &Scenario) -> Vec<(Decider, Vec<String>)> {
             slack: Duration::from_millis(50),
         },
         pooled: &crate::check::expect::NONE_POOLED,
+        wire: &s.wire_setup(true),
     };
-    let checks = check::scenario(
-        &s.clauses,
-        s.invariants,
-        &s.expect,
-        &[],
-        &facts,
-        Level::Process,
-    );
+    let checks = check::scenario(s.invariants, &s.expect, &[], &facts, Level::Process);
     let scenario_need = s.needs();
     checks
         .into_iter()

@@ -89,6 +89,10 @@ pub enum Need {
     /// older one (its `postgres_from`). Not a need of the program but of the server, so
     /// [`Need::met_by`] leaves it to the run, which reads the server's version.
     Postgres(u32),
+    /// The harness's own Toxiproxy-compatible server, whose proxies keep a journal of what
+    /// each replica said on the wire: a need of the topology, not of the program (upstream
+    /// Toxiproxy keeps none).
+    Wire,
 }
 
 impl fmt::Display for Need {
@@ -98,6 +102,7 @@ impl fmt::Display for Need {
             Need::OwnReplica => f.write_str("the harness's own replica (its flags or /control)"),
             Need::InProcess => f.write_str("an in-process test (the elector's own tests)"),
             Need::Postgres(v) => write!(f, "PostgreSQL {v} or later (a replica's postgres_from)"),
+            Need::Wire => f.write_str("the harness's proxy (its wire journal)"),
         }
     }
 }
@@ -110,6 +115,7 @@ impl Need {
             Need::OwnReplica => 100,
             Need::InProcess => 101,
             Need::Postgres(v) => 50u8.saturating_add(u8::try_from(v).unwrap_or(u8::MAX)),
+            Need::Wire => 40,
         }
     }
 
@@ -119,7 +125,7 @@ impl Need {
             Need::Level(l) => l <= level,
             Need::OwnReplica => ours,
             Need::InProcess => false,
-            Need::Postgres(_) => true,
+            Need::Postgres(_) | Need::Wire => true,
         }
     }
 
@@ -130,6 +136,7 @@ impl Need {
             Need::OwnReplica => "needs the harness's replica".to_owned(),
             Need::InProcess => "in-process test only".to_owned(),
             Need::Postgres(v) => format!("needs PostgreSQL {v}+"),
+            Need::Wire => "needs the harness's proxy".to_owned(),
         }
     }
 }

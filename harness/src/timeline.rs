@@ -93,6 +93,17 @@ pub enum What {
         /// When the reading was asked for (ms on the run's clock).
         asked_ms: f64,
     },
+    /// What a replica said to the database or was told, as its proxy read it off the wire
+    /// ([`wiretap`]), at the moment the proxy read it.
+    Wire {
+        /// The replica (its proxy's name).
+        replica: String,
+        /// The connection, numbered per proxy from 1.
+        conn: u64,
+        /// What happened on it.
+        #[serde(flatten)]
+        event: wiretap::WireEvent,
+    },
     /// A scenario step began (for the reader of the timeline).
     Step {
         /// The step, as written in the scenario.

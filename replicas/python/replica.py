@@ -26,6 +26,10 @@ Run it as the harness does: REPLICA_NAME, REPLICA_HTTP, REPLICA_CHECK_INTERVAL_M
 PLEXSPHERE_DSN in the environment. `--objid N` takes the lock on (1886156915, N) instead of the
 spec's (1886156915, 1): a build that disagrees with the others on the key, the rolling-upgrade
 incident the harness must catch (both builds lead at once).
+
+`--flaw NAME` breaks one clause on purpose, the way a team's own elector might: the harness's
+gallery (scenarios/tests/gallery.rs, docs/gallery.md) runs each and asserts that the harness
+fails it by that clause and no other. `--flaw help` lists them.
 """
 
 import argparse
@@ -40,22 +44,59 @@ import common  # noqa: E402
 
 import psycopg  # noqa: E402
 
+# One deliberate violation each (`--flaw NAME`), with the clauses it breaks: the harness's
+# gallery asserts that each fails exactly those.
+FLAWS = {
+    "fresh-backend": ("RUN-2", "a standby opens a new connection for each check and closes it "
+                      "when refused"),
+    "set-before-outcome": ("RUN-2", "a standby sets idle_session_timeout on its pooled "
+                           "connection before it knows whether the lock is granted"),
+    "lock-on-pool": ("RUN-3, SESS-1", "the lock's connection goes back to the pool, so the "
+                     "leader-only work runs on the lock session"),
+    "moving-lock": ("SESS-2", "every fourth check the leader moves the lock to another "
+                    "session: unlock on one, lock on the other"),
+    "timeout-4.1T": ("ORPH-1", "idle_session_timeout of 4.1T on the lock session"),
+    "no-timeout": ("ORPH-1, ORPH-2", "no idle_session_timeout on the lock session"),
+    "slow-poll": ("RUN-1", "a standby checks every 1.2T"),
+    "fast-poll": ("RUN-1", "a standby checks every T/20"),
+    "queue": ("RUN-1", "a standby queues in pg_advisory_lock instead of trying every T"),
+    "keep-open": ("DEM-1", "a demoted leader keeps its lock connection open"),
+    "bigint-key": ("LOCK-1, LOCK-3", "the lock taken in the single-bigint form "
+                   "((1886156915 << 32) | 1)"),
+    "xact-lock": ("LOCK-1, ORPH-1", "a transaction-scoped lock held in an open transaction, "
+                  "bounded by idle_in_transaction_session_timeout"),
+}
+
+
 # The spec's lock in one statement that also, on a grant, marks the session as the lock's and
 # sets the orphan bound (idle_session_timeout = 4T) before anything else can run on it; it
 # refuses a session that already carries the mark (a transaction-mode pooler lent this standby
 # the leader's server session, where a second grant would stack). With the server session's pid
-# (behind PgBouncer the client-side pid is the pooler's).
-def try_lock(objid):
+# (behind PgBouncer the client-side pid is the pooler's). A flaw may change the call
+# (`pg_advisory_lock`, a bigint key, the transaction-scoped form) or the bound (none).
+def try_lock(objid, flaw=None):
+    call = {
+        "queue": f"pg_advisory_lock(1886156915, {objid:d}) IS NOT NULL",
+        "bigint-key": f"pg_try_advisory_lock((1886156915::bigint << 32) | {objid:d})",
+        "xact-lock": f"pg_try_advisory_xact_lock(1886156915, {objid:d})",
+    }.get(flaw, f"pg_try_advisory_lock(1886156915, {objid:d})")
+    setting = {
+        "no-timeout": "%s::text",
+        "xact-lock": "set_config('idle_in_transaction_session_timeout', %s, false)",
+    }.get(flaw, "set_config('idle_session_timeout', %s, false)")
     return f"""SELECT (CASE
   WHEN current_setting('plexsphere.background_leader', true) = 'held' THEN 'shared'
-  WHEN pg_try_advisory_lock(1886156915, {objid:d}) THEN CASE
+  WHEN {call} THEN CASE
     WHEN set_config('plexsphere.background_leader', 'held', false) IS NULL THEN NULL
-    WHEN set_config('idle_session_timeout', %s, false) IS NOT NULL THEN 'granted' END
+    WHEN {setting} IS NOT NULL THEN 'granted' END
   ELSE 'refused' END)::text, pg_backend_pid()"""
 
 
-def unlock(objid):
-    return f"""SELECT pg_advisory_unlock(1886156915, {objid:d})
+def unlock(objid, flaw=None):
+    call = {
+        "bigint-key": f"pg_advisory_unlock((1886156915::bigint << 32) | {objid:d})",
+    }.get(flaw, f"pg_advisory_unlock(1886156915, {objid:d})")
+    return f"""SELECT {call}
   FROM set_config('plexsphere.background_leader', '', false)"""
 
 
@@ -76,6 +117,10 @@ class Pool:
     async def get(self):
         if self.idle:
             return self.idle.pop()
+        return await self.connect()
+
+    async def connect(self):
+        """A new connection, outside the pool."""
         return await psycopg.AsyncConnection.connect(
             self.settings.dsn,
             application_name=self.settings.name,
@@ -116,9 +161,11 @@ async def bounded(query, seconds):
 
 
 class Elector:
-    def __init__(self, settings, gauge, log, objid=1):
-        self.settings, self.log = settings, log
-        self.try_lock, self.unlock = try_lock(objid), unlock(objid)
+    def __init__(self, settings, gauge, log, objid=1, flaw=None):
+        self.settings, self.log, self.flaw = settings, log, flaw
+        self.try_lock, self.unlock = try_lock(objid, flaw), unlock(objid, flaw)
+        self.checks = 0
+        self.kept = []  # flaw keep-open: demoted lock connections never closed
         self.pool = Pool(settings)
         self.lock_conn = None
         self.term = 0
@@ -131,6 +178,14 @@ class Elector:
     @property
     def t(self):
         return self.settings.t
+
+    def period(self):
+        """How long to wait between checks: T (a flaw may poll otherwise as a standby)."""
+        if self.lock_conn is None and self.flaw == "slow-poll":
+            return 1.2 * self.t
+        if self.lock_conn is None and self.flaw == "fast-poll":
+            return self.t / 20
+        return self.t
 
     def leads(self):
         """Whether this replica leads: it holds a lock session whose last answered check was
@@ -146,13 +201,27 @@ class Elector:
         else:
             await self.leader_check()
 
+    def bound(self):
+        """The orphaned-session bound: 4T (a flaw may say otherwise)."""
+        intervals = 4.1 if self.flaw == "timeout-4.1T" else 4
+        return f"{int(intervals * self.t * 1000)}ms"
+
     async def standby_check(self):
         conn = None
         try:
-            conn = await asyncio.wait_for(self.pool.get(), self.t)
+            if self.flaw == "fresh-backend":
+                conn = await asyncio.wait_for(self.pool.connect(), self.t)
+            else:
+                conn = await asyncio.wait_for(self.pool.get(), self.t)
+            if self.flaw == "set-before-outcome":
+                await bounded(conn.execute(f"SET idle_session_timeout = '{self.bound()}'"), self.t)
+            if self.flaw == "xact-lock":
+                await bounded(conn.execute("BEGIN"), self.t)
             sent = time.monotonic()
-            bound = f"{int(4 * self.t * 1000)}ms"
-            cur = await bounded(conn.execute(self.try_lock, [bound]), self.t)
+            # A queue waits until the holder lets go (given up and queued again every 5T, so
+            # that a SIGTERM is heard).
+            deadline = 5 * self.t if self.flaw == "queue" else self.t
+            cur = await bounded(conn.execute(self.try_lock, [self.bound()]), deadline)
             outcome, pid = await cur.fetchone()
         except Exception as e:  # noqa: BLE001 (every failure is logged and retried)
             self.log.warning("leader: acquire lock connection: %s", e or type(e).__name__)
@@ -163,13 +232,33 @@ class Elector:
             self.log.warning("leader: the lock session is shared with another client (a "
                              "transaction-mode pooler?): refusing to lead on it")
         if outcome != "granted":
-            self.pool.put(conn)
+            if self.flaw == "xact-lock":
+                await bounded(conn.execute("ROLLBACK"), self.t)
+            if self.flaw == "fresh-backend":
+                close(conn)
+            else:
+                self.pool.put(conn)
             return
         # Granted: the connection leaves the pool for good.
         self.lock_conn, self.last_answered_sent = conn, sent
         self.lock_pid = pid
         self.term += 1
         self.log.info("background leader lock acquired term=%d backend_pid=%d", self.term, pid)
+        if self.flaw == "lock-on-pool":
+            self.pool.put(conn)
+
+    async def move_lock(self):
+        """Flaw moving-lock: the lock moves to another session, the gauge staying at 1."""
+        new = await asyncio.wait_for(self.pool.connect(), self.t)
+        await bounded(self.lock_conn.execute(self.unlock), self.t)
+        cur = await bounded(new.execute(self.try_lock, [self.bound()]), self.t)
+        outcome, pid = await cur.fetchone()
+        if outcome != "granted":
+            close(new)
+            await self.demote("the lock moved away")
+            return
+        old, self.lock_conn, self.lock_pid = self.lock_conn, new, pid
+        self.pool.put(old)
 
     async def leader_check(self):
         # The spec's SELECT 1, answered with the backend's pid: a check that a transaction-mode
@@ -185,11 +274,17 @@ class Elector:
         except Exception as e:  # noqa: BLE001
             await self.demote(str(e) or type(e).__name__)
             return
-        if pid != self.lock_pid:
+        if pid != self.lock_pid and self.flaw != "lock-on-pool":
             await self.demote(f"the lock session is shared with another client: the check ran on "
                               f"backend {pid}, the lock is on backend {self.lock_pid}")
             return
         self.last_answered_sent = sent
+        self.checks += 1
+        if self.flaw == "moving-lock" and self.checks % 4 == 0:
+            try:
+                await self.move_lock()
+            except Exception as e:  # noqa: BLE001
+                await self.demote(str(e) or type(e).__name__)
 
     async def work(self):
         """One pass of leader-only work while this replica leads: a row in leader_work."""
@@ -208,7 +303,10 @@ class Elector:
 
     async def demote(self, cause):
         conn, self.lock_conn = self.lock_conn, None
-        close(conn)
+        if self.flaw == "keep-open":
+            self.kept.append(conn)
+        else:
+            close(conn)
         self.log.warning("background leader lock lost: %s", cause)
 
     async def release(self):
@@ -231,23 +329,54 @@ def int4(text):
     return value
 
 
+def flaw(name):
+    if name in FLAWS:
+        return name
+    raise argparse.ArgumentTypeError(f"no flaw {name!r}; known: {', '.join(FLAWS)}")
+
+
 def args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objid", type=int4, default=1, metavar="N",
                         help="the key's second half (the spec's is 1)")
-    return parser.parse_args()
+    parser.add_argument("--flaw", type=str, default=None, metavar="NAME",
+                        help="break one clause on purpose (`help` lists them)")
+    parsed = parser.parse_args()
+    if parsed.flaw == "help":
+        for name, (clauses, what) in FLAWS.items():
+            print(f"{name:20} {clauses:16} {what}")
+        sys.exit(0)
+    if parsed.flaw is not None:
+        try:
+            flaw(parsed.flaw)
+        except argparse.ArgumentTypeError as e:
+            parser.error(str(e))
+    return parsed
 
 
-async def main(objid):
+async def paced(period, stop, step):
+    """Runs `step`, then waits `period()`, until `stop` is set (a flaw's own pace)."""
+    while not stop.is_set():
+        await step()
+        try:
+            await asyncio.wait_for(stop.wait(), period())
+        except asyncio.TimeoutError:
+            pass
+
+
+async def main(objid, flaw_name):
     replica = common.Replica()
     if replica.settings.dsn is None:
         await replica.without_database()
     else:
-        elector = Elector(replica.settings, replica.gauge, replica.log, objid)
+        elector = Elector(replica.settings, replica.gauge, replica.log, objid, flaw_name)
         # The leader-only work runs beside the checks; on SIGTERM the release does not wait
         # for a pass in flight (the term ends first, so no new pass begins).
         work = asyncio.ensure_future(common.every(replica.settings.t, replica.stop, elector.work))
-        await common.every(replica.settings.t, replica.stop, elector.check)
+        if flaw_name in ("slow-poll", "fast-poll"):
+            await paced(elector.period, replica.stop, elector.check)
+        else:
+            await common.every(replica.settings.t, replica.stop, elector.check)
         await elector.release()
         await work
         elector.pool.close()
@@ -256,4 +385,5 @@ async def main(objid):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(args().objid))
+    parsed = args()
+    asyncio.run(main(parsed.objid, parsed.flaw))

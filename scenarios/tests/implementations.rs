@@ -161,18 +161,28 @@ async fn the_python_replica_passes_every_clause_decidable_at_level_2() {
     }
 }
 
-/// The naive replica fails exactly the clauses its mistakes break, each named, and passes the
-/// others its level decides.
+/// The naive replica fails the clauses its mistakes break, each named, and no other: every
+/// clause in [`NAIVE_FAILS`] fails on every run, a clause in [`NAIVE_MAY_FAIL`] on the runs
+/// where its mistake shows, and every other clause its level decides passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_naive_replica_fails_exactly_the_clauses_it_breaks() {
     let (report, verdicts) = report("naive", python("naive", Level::Metrics)).await;
-    let mut failed = with(&verdicts, ClauseVerdict::Fail);
-    // MET-1 from outside: the stuck gauge and the new leader's make a sum of 2 for about 3.5T
-    // after the backend kill, at the edge of the overlap allowance (2T + one tick + a sample
-    // and the slack, 3.3T): a verdict either way is right for this run, so it is not asserted.
-    failed.retain(|id| *id != "MET-1");
-    assert_eq!(failed, NAIVE_FAILS, "{}", failures(&report));
-    for id in ["LOCK-1", "LOCK-3", "RUN-3", "SESS-2"] {
+    let failed = with(&verdicts, ClauseVerdict::Fail);
+    for id in NAIVE_FAILS {
+        assert!(
+            failed.contains(&id),
+            "{id} must fail: {}",
+            failures(&report)
+        );
+    }
+    for id in &failed {
+        assert!(
+            NAIVE_FAILS.contains(id) || NAIVE_MAY_FAIL.contains(id),
+            "{id} failed, which no mistake of the naive replica breaks: {}",
+            failures(&report)
+        );
+    }
+    for id in ["LOCK-1", "LOCK-3", "RUN-1", "RUN-2"] {
         assert_eq!(
             verdicts.get(id),
             Some(&ClauseVerdict::Pass),
@@ -182,15 +192,26 @@ async fn the_naive_replica_fails_exactly_the_clauses_it_breaks() {
     }
 }
 
-/// What the naive replica's mistakes break (replicas/naive/replica.py), in clause-ID order:
-/// - DEM-1, RUN-5: a lost lock (a backend kill, a frozen leader's session) never turns the
-///   gauge to 0 (mistake 4);
+/// What the naive replica's mistakes break on every run (replicas/naive/replica.py), in
+/// clause-ID order:
 /// - DEM-2: a check into a silent partition has no deadline (mistake 3), and the gauge stays;
 /// - ISL-1: after a backend kill another replica leads while the old gauge says 1;
-/// - ORPH-2: no idle_session_timeout (mistake 2): a frozen or cut-off leader's session keeps
-///   the lock past 4T;
+/// - ORPH-1, ORPH-2: no idle_session_timeout (mistake 2) [ORPH-1, from the wire]: a frozen or
+///   cut-off leader's session keeps the lock past 4T;
+/// - RUN-5: a lost lock (a backend kill) never ends the term (mistake 4);
 /// - RUN-6: SIGTERM closes without unlocking.
-const NAIVE_FAILS: [&str; 6] = ["DEM-1", "DEM-2", "ISL-1", "ORPH-2", "RUN-5", "RUN-6"];
+const NAIVE_FAILS: [&str; 6] = ["DEM-2", "ISL-1", "ORPH-1", "ORPH-2", "RUN-5", "RUN-6"];
+
+/// What they break on some runs only, as the timing falls:
+/// - DEM-1: the thawed leader's gauge stays 1 (mistake 4), seen when its check fails on the
+///   session the server ended;
+/// - MET-1: the stuck gauge beside the new leader's, for about 3.5T after a backend kill, at the
+///   edge of the overlap allowance (3.3T);
+/// - RUN-3, RUN-5, SESS-1, SESS-2: its lock connection goes back to the pool (mistake 1): the
+///   checks go round the pool, so the lock's session is checked every other T (RUN-5, from the
+///   wire), and the pool retires it after 10T mid-term while the replica goes on leading
+///   (SESS-1, SESS-2, from the wire), when a term lasts that long.
+const NAIVE_MAY_FAIL: [&str; 5] = ["DEM-1", "MET-1", "RUN-3", "SESS-1", "SESS-2"];
 
 /// A scenario file's own `cmd` runs that replica as another program (a rolling upgrade):
 /// in `rolling-upgrade`, r3 is the Python replica (level 1: no event stream; its own log lines),

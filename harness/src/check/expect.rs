@@ -181,10 +181,19 @@ pub struct Facts<'a> {
     /// The replicas that reach the server through PgBouncer, which holds their queries while
     /// the server is down.
     pub pooled: &'a BTreeSet<String>,
+    /// What the checks of the replicas' wire need to know ([`super::wire`]).
+    pub wire: &'a super::wire::WireSetup,
 }
 
 /// No replica behind PgBouncer ([`Facts::pooled`]).
 pub static NONE_POOLED: BTreeSet<String> = BTreeSet::new();
+
+/// No wire journal ([`Facts::wire`]): the wire checks are not run.
+pub static NO_WIRE: super::wire::WireSetup = super::wire::WireSetup {
+    tapped: false,
+    hops: std::collections::BTreeMap::new(),
+    waking: BTreeSet::new(),
+};
 
 impl Facts<'_> {
     /// When the timeline ends (ms since the start).
@@ -311,6 +320,9 @@ fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
             .map(|e| (e.t_ms, 0.0)),
     };
     let delay = found.map(|(at, _)| (at - from.from_ms).max(0.0));
+    // A lower bound is measured from when the step began: a fault's call can take a while
+    // (the toxics of a partition go on one by one), and its effect may have begun with it.
+    let since_began = found.map(|(at, _)| (at - from.search_ms).max(0.0));
     // Seen late by at most the sampling error: an upper bound allows it; a lower bound and an
     // absence need none (what is seen late happened no later).
     let error_ms = found.map_or(0.0, |(_, e)| if *absent { 0.0 } else { e });
@@ -321,7 +333,8 @@ fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
         (true, _) => Verdict::Valid,
         (false, None) => Verdict::Invalid,
         (false, Some(d)) => {
-            let early = ms(not_before, b).is_some_and(|nb| d + slack_ms < nb);
+            let early =
+                (ms(not_before, b).zip(since_began)).is_some_and(|(nb, s)| s + slack_ms < nb);
             if in_window(d) && !early {
                 Verdict::Valid
             } else {
@@ -369,10 +382,21 @@ fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
         error_ms,
         b,
     };
-    c.with_measures(bounds.measures(ms(within, b), ms(not_before, b), *absent))
+    let since = Delay {
+        from_ms: from.search_ms,
+        delay_ms: since_began,
+        ..bounds
+    };
+    let upper = bounds.measures(ms(within, b), None, *absent);
+    c.with_measures(
+        upper
+            .into_iter()
+            .chain(since.measures(None, ms(not_before, b), *absent)),
+    )
 }
 
 /// An event's delay from its origin, to be held to the expectation's bounds.
+#[derive(Clone, Copy)]
 struct Delay<'a> {
     what: &'a str,
     from_ms: f64,
@@ -414,7 +438,8 @@ impl Delay<'_> {
 
 /// When a program without the event stream is first seen to have `acquired` (a pg_locks sample
 /// shows a replica that `who` names holding the lock, which the previous sample did not) or
-/// `demoted` (its gauge answers 0 after its last answer was 1) since the origin; with the
+/// `demoted` (its gauge answers 0 after its last answer was 1, or its proxy saw it close a
+/// connection that held the lock: the wire, with no sampling error) since the origin; with the
 /// sampling error, the time since the previous sample of the same kind: the change happened
 /// between the two, so it was seen at most that late.
 fn seen_from_outside(
@@ -423,6 +448,21 @@ fn seen_from_outside(
     from: &Origin,
     facts: &Facts,
 ) -> Option<(f64, f64)> {
+    let sampled = seen_in_samples(kind, who, from, facts);
+    if kind != EventKind::Demoted {
+        return sampled;
+    }
+    let closed = (super::wire::model::lock_closes(facts.entries).into_iter())
+        .find(|(r, at)| *at >= from.search_ms && from.matches(who, facts.marks, r))
+        .map(|(_, at)| (at, 0.0));
+    match (sampled, closed) {
+        (Some(s), Some(c)) => Some(if c.0 <= s.0 { c } else { s }),
+        (s, c) => s.or(c),
+    }
+}
+
+/// [`seen_from_outside`] in the samples (pg_locks, the gauges).
+fn seen_in_samples(kind: EventKind, who: &Who, from: &Origin, facts: &Facts) -> Option<(f64, f64)> {
     let (mut holders, mut locks_ms): (Vec<&String>, Option<f64>) = (Vec::new(), None);
     let mut last_gauge: BTreeMap<&String, (i64, f64)> = BTreeMap::new();
     for e in facts.entries {
@@ -683,6 +723,7 @@ mod tests {
                 slack: ms(40),
             },
             pooled: &NONE_POOLED,
+            wire: &NO_WIRE,
         }
     }
 

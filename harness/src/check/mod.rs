@@ -20,6 +20,7 @@ pub mod expect;
 pub mod history;
 pub mod measure;
 pub mod outside;
+pub mod wire;
 
 pub use expect::{Expectation, Facts};
 pub use measure::{Measure, Unit, Window, Worse};
@@ -232,15 +233,14 @@ impl<'de> Deserialize<'de> for Invariants {
     }
 }
 
-/// Every check of one scenario run: the steps that failed (`step_errors`: each fails the
-/// scenario's `clauses`), the continuous invariants the scenario asks for, the boot and
+/// Every check of one scenario run: the steps that failed (`step_errors`: they fail the
+/// scenario, and no clause by themselves), the continuous invariants the scenario asks for, the boot and
 /// readiness shape wherever replicas run an elector, and the scenario's expectations.
 ///
 /// `level` is what the replica program lets the harness observe: a check that needs more is
 /// not run (unknown, with [`Check::needs`] set), never passed on a timeline that lacks what it
 /// reads.
 pub fn scenario(
-    clauses: &[String],
     invariants: Invariants,
     expectations: &[Expectation],
     step_errors: &[String],
@@ -248,10 +248,14 @@ pub fn scenario(
     level: Level,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
+    // A step that could not be carried out (a wait that timed out) fails the scenario, and no
+    // clause by itself: each expectation and invariant decides its own clause on what the run
+    // did show (one whose moment never came is not run), so a slow gauge is not reported as
+    // a wrong key.
     if !step_errors.is_empty() {
         checks.push(Check {
             name: "steps".into(),
-            clauses: clauses.to_vec(),
+            clauses: Vec::new(),
             verdict: Verdict::Invalid,
             figures: BTreeMap::new(),
             message: step_errors.join("; "),
@@ -324,6 +328,7 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     let mut checks = vec![
         (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
         (Level::Process, one_lock_row(entries)),
+        (Level::Metrics, lock_row_while_leading(entries, b)),
         (Level::Metrics, gauge_matches_locks_at(entries, b, level)),
         (Level::Events, overlap_bound(entries, end_ms, b)),
         (Level::Events, history::rows_belong_to_terms(entries, b)),
@@ -339,6 +344,15 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
         .into_iter()
         .filter(|c| c.verdict != Verdict::Unknown || !has_events)
         .map(|c| (Level::Events, c)),
+    );
+    // A wire check with nothing to decide on this run (no failed check to follow, no standby
+    // to time) is left out, as the history checks are; without any wire entry (the table of
+    // what decides each clause) each says it could decide.
+    let has_wire = (entries.iter()).any(|e| matches!(e.what, What::Wire { .. }));
+    checks.extend(
+        (wire::checks(entries, b, facts.wire).into_iter())
+            .filter(|c| c.verdict != Verdict::Unknown || c.needs.is_some() || !has_wire)
+            .map(|c| (Level::Process, c)),
     );
     if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
         checks.push((
@@ -623,7 +637,9 @@ pub fn gauge_sum_at(entries: &[Entry], end_ms: f64, b: &Bounds, level: Level) ->
         .with_measures(count_at_most("max gauge sum", samples, max_sum, 2))
 }
 
-/// LOCK-3: the spec's query never shows more than one granted row for the key.
+/// LOCK-3 (one half): the spec's query never shows more than one granted row for the key (an
+/// exclusive lock is never granted twice: this holds of PostgreSQL, and fails only when the
+/// sampling itself is wrong; [`lock_row_while_leading`] is the half a program can break).
 pub fn one_lock_row(entries: &[Entry]) -> Check {
     let (mut samples, mut worst) = (0usize, 0usize);
     for e in entries {
@@ -641,6 +657,65 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
     )
     .figure("max granted rows", worst.to_string())
     .with_measures(count_at_most("granted lock rows", samples, worst, 1))
+}
+
+/// LOCK-3 (the other half): while a replica's gauge says it leads, the spec's query shows its
+/// granted row. A span where the gauges sum to 1 and the query shows no granted row lasts no
+/// longer than one sampling period plus the overlap bound (a killed backend's row goes at once,
+/// its leader's gauge at its next failed check, within 2T and a tick); a lock taken on another
+/// key or in another form leaves it empty all along. Unknown without gauges (below level 1).
+pub fn lock_row_while_leading(entries: &[Entry], b: &Bounds) -> Check {
+    let mut sum: Option<i64> = None;
+    let (mut since, mut spans, mut compared) = (None::<f64>, Vec::new(), 0usize);
+    for e in entries {
+        match &e.what {
+            What::Gauges { values, .. } => {
+                sum =
+                    (values.values().all(Option::is_some)).then(|| values.values().flatten().sum());
+            }
+            What::Locks { rows } => {
+                // Where a gauge is unreadable (a killed or frozen replica) nothing is known:
+                // an open span ends there.
+                let Some(s) = sum else {
+                    if let Some(a) = since.take() {
+                        spans.push((a, e.t_ms));
+                    }
+                    continue;
+                };
+                compared += 1;
+                let missing = s == 1 && !rows.iter().any(|r| r.1);
+                match (missing, since) {
+                    (true, None) => since = Some(e.t_ms),
+                    (false, Some(a)) => {
+                        spans.push((a, e.t_ms));
+                        since = None;
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    if let (Some(a), Some(last)) = (since, entries.last()) {
+        spans.push((a, last.t_ms));
+    }
+    let allowed = ms_of(b.sample + b.max_overlap());
+    let longest = spans.iter().map(|(a, z)| z - a).fold(0.0, f64::max);
+    let verdict = verdict_of(compared, longest <= allowed + ms_of(b.slack));
+    Check::new(
+        "a granted row while a replica leads",
+        &["LOCK-3"],
+        verdict,
+        format!(
+            "{compared} samples; the longest span with a leader by its gauge and no granted \
+             row in the spec's query: {}",
+            in_t(longest, b.t)
+        ),
+    )
+    .with_measures(
+        (compared > 0)
+            .then(|| longest_within("leader by gauge without a granted row", &spans, allowed, b)),
+    )
 }
 
 /// ISL-1: the leader by gauge and the leader by pg_locks agree, except for disagreements shorter
@@ -898,6 +973,37 @@ fn pooler_lets_go(
     Some(until)
 }
 
+/// A term reported by its `acquired` event began when the grant's answer reached the replica,
+/// which its proxy saw: the event is read from the replica's output later, more than a report
+/// lag under load (chaos seed 4: a grant answered at 7 660 ms, a row written at 7 806, the
+/// `acquired` read at 7 910). Each span that an `acquired` opened starts instead at the grant
+/// of the lock session the event names (its backend pid, on a connection the wire shows with
+/// that pid), when that grant came before it.
+fn granted_on_the_wire(spans: &mut BTreeMap<String, Vec<(f64, f64)>>, entries: &[Entry]) {
+    let conns = wire::model::conversations(entries);
+    let sessions = wire::model::lock_sessions(entries, &conns);
+    for e in entries {
+        let What::Replica {
+            replica,
+            event: ReplicaEvent::Acquired { backend_pid, .. },
+        } = &e.what
+        else {
+            continue;
+        };
+        let grant = (sessions.iter())
+            .filter(|l| &l.replica == replica && l.granted_ms <= e.t_ms)
+            .filter(|l| conns[l.conn].pid == Some(*backend_pid))
+            .map(|l| l.granted_ms)
+            .reduce(f64::max);
+        let (Some(g), Some(list)) = (grant, spans.get_mut(replica)) else {
+            continue;
+        };
+        for span in list.iter_mut().filter(|s| s.0 == e.t_ms) {
+            span.0 = g;
+        }
+    }
+}
+
 /// LOOP-1: leader-only rows come only from a replica that believed it led at the time (within
 /// slack), and from the lock holder outside overlap windows. A write held by a fault on its
 /// writer's link until after its term ([`held_by_its_link`]) is counted apart.
@@ -926,6 +1032,7 @@ pub fn work_only_from_leader_at(
     let spans = if level >= Level::Events {
         let mut spans = leadership_spans(entries, end_ms);
         acquired_before_a_freeze(&mut spans, &faults, history::report_lag_ms(b));
+        granted_on_the_wire(&mut spans, entries);
         spans
     } else {
         outside::gauge_spans(entries, b)
@@ -1765,6 +1872,76 @@ pub(crate) mod tests {
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
         // A direct replica's connection dies with the server: nothing of its is held.
         let c = work_only_from_leader(&h, &[row(24_409.0)], 30_000.0, &bounds(), &BTreeSet::new());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// Chaos seed 4 under load: r1's grant was answered at 7 660 ms (its proxy saw it), its
+    /// leader-only work wrote a row at 7 806, and its `acquired` event was read at 7 910, a
+    /// quarter second late. The term began at the grant the wire shows; without the wire the
+    /// row is outside it.
+    #[test]
+    fn a_term_begins_at_its_grant_on_the_wire_not_when_its_event_is_read() {
+        use wiretap::{Outcome, WireEvent};
+        let wire = |t_ms, event| Entry {
+            t_ms,
+            what: What::Wire {
+                replica: "r1".into(),
+                conn: 38,
+                event,
+            },
+        };
+        let sql = "SELECT pg_try_advisory_lock(1886156915, 1)".to_owned();
+        let granted = Outcome::Done {
+            tags: vec!["SELECT 1".into()],
+            rows: 1,
+            row: Some(vec![Some("t".into())]),
+        };
+        let acquired = ReplicaEvent::Acquired {
+            term: 1,
+            backend_pid: 107,
+        };
+        let h = vec![
+            wire(7_000.0, WireEvent::Opened),
+            wire(7_001.0, WireEvent::Backend { pid: 107 }),
+            wire(
+                7_652.0,
+                WireEvent::Statement {
+                    id: 1,
+                    sql,
+                    params: vec![],
+                },
+            ),
+            wire(
+                7_660.0,
+                WireEvent::Answer {
+                    id: 1,
+                    outcome: granted,
+                },
+            ),
+            Entry {
+                t_ms: 7_670.0,
+                what: What::Locks {
+                    rows: vec![(107, true, "r1".into())],
+                },
+            },
+            ev(7_910.0, "r1", acquired),
+        ];
+        let row = WorkRow {
+            loop_name: "access-session-sweep".into(),
+            replica: "r1".into(),
+            term: 1,
+            t_ms: 7_806.0,
+            fence: None,
+        };
+        let none = BTreeSet::new();
+        let rows = std::slice::from_ref(&row);
+        let c = work_only_from_leader(&h, rows, 9_000.0, &bounds(), &none);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        let blind: Vec<Entry> = (h.iter())
+            .filter(|e| !matches!(e.what, What::Wire { .. }))
+            .cloned()
+            .collect();
+        let c = work_only_from_leader(&blind, rows, 9_000.0, &bounds(), &none);
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 

@@ -93,6 +93,19 @@ impl Evidence {
     }
 }
 
+impl Evidence {
+    /// Writes `wire.json`: whether the proxies kept a journal, how many records were read and
+    /// lost, and what decoding cost the proxy per message.
+    ///
+    /// # Errors
+    /// The file could not be written.
+    pub fn write_wire(&self, wire: &crate::observe::wire::WireSummary) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(wire)?;
+        std::fs::write(self.dir.join("wire.json"), text)?;
+        Ok(())
+    }
+}
+
 /// Writes `entries` as JSON lines.
 fn write_jsonl(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);

@@ -89,6 +89,34 @@ impl Scenario {
             .collect()
     }
 
+    /// What the wire checks need to know of the replicas: how each reaches the server, which
+    /// queue on the lock by design (the harness's replica with `--wake`, X-WAKE), and whether
+    /// the proxies kept a journal (`tapped`).
+    pub fn wire_setup(&self, tapped: bool) -> crate::check::wire::WireSetup {
+        use crate::check::wire::Hop;
+        let hops = (self.replicas.iter())
+            .map(|(name, d)| {
+                let hop = match d.path {
+                    DbPath::PgbouncerSession => Hop::SessionPooler,
+                    DbPath::PgbouncerTransaction | DbPath::PgbouncerTransactionOneSession => {
+                        Hop::TransactionPooler
+                    }
+                    DbPath::Direct | DbPath::None => Hop::Direct,
+                };
+                (name.clone(), hop)
+            })
+            .collect();
+        let waking = (self.replicas.iter())
+            .filter(|(_, d)| d.args.iter().any(|a| a == "--wake"))
+            .map(|(name, _)| name.clone())
+            .collect();
+        crate::check::wire::WireSetup {
+            tapped,
+            hops,
+            waking,
+        }
+    }
+
     /// What the run can observe of every replica when the run's program is `program`: the
     /// lowest level of their programs, and whether all of them are the harness's own replica.
     pub fn observes(&self, program: &Program) -> (Level, bool) {

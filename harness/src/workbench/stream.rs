@@ -186,8 +186,9 @@ impl Watch {
             logs: &logs,
             bounds: self.bounds,
             pooled: &check::expect::NONE_POOLED,
+            wire: &check::expect::NO_WIRE,
         };
-        let checks = check::scenario(&[], check::Invariants::All, &[], &[], &facts, self.level);
+        let checks = check::scenario(check::Invariants::All, &[], &[], &facts, self.level);
         for c in checks {
             let before = self.verdicts.insert(c.name.clone(), c.verdict);
             if c.verdict == Verdict::Invalid && before != Some(Verdict::Invalid) {
@@ -264,7 +265,7 @@ impl Narration {
                 format!("pg_locks: {replica}'s lock went with its session (backend {pid} gone)")
             }),
             What::Readiness { status, failing } => self.readiness(status, failing),
-            What::Probes { .. } | What::ServerClock { .. } => None,
+            What::Probes { .. } | What::ServerClock { .. } | What::Wire { .. } => None,
         }
     }
 

@@ -40,6 +40,15 @@ async fn a_proxy_journals_what_its_client_said_and_was_told() {
         .expect("lock")
         .get(0);
     assert!(granted);
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname = $1",
+            &[&"none"],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 0);
     let failed = c.simple_query("SELECT 1/0").await;
     assert!(failed.is_err());
     drop(c);

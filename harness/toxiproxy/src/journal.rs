@@ -16,10 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use wiretap::{monotonic_us, Closer, Cost, Page, Record, Tap, WireEvent, JOURNAL_CAPACITY};
-
-/// The most records one page holds.
-pub(crate) const PAGE_LIMIT: usize = 10_000;
+use wiretap::{
+    monotonic_us, Closer, Cost, Page, Record, Tap, WireEvent, JOURNAL_CAPACITY, PAGE_LIMIT,
+};
 
 /// One proxy's journal, shared by its connection tasks and the API.
 #[derive(Debug, Default)]
@@ -167,9 +166,10 @@ impl Observed {
     }
 
     /// The proxy read the end of the client's (`from_client`) or the server's stream: the
-    /// first one read says who closed the connection.
+    /// first one read says who closed the connection, unless the client said Terminate first
+    /// (the server then closes in answer, and its end may be read before the client's).
     pub fn eof(&mut self, from_client: bool) {
-        let by = if from_client {
+        let by = if from_client || self.tap.terminated() {
             Closer::Client
         } else {
             Closer::Server
@@ -201,6 +201,39 @@ impl Drop for Observed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client that says Terminate closed the connection, even when the server's close (its
+    /// answer to the Terminate) is read first.
+    #[test]
+    fn a_terminate_makes_the_client_the_closer() {
+        let j = Arc::new(Journal::default());
+        {
+            let mut c = Observed::open(j.clone());
+            c.tap.from_client(&startup_and_terminate(), &mut c.events);
+            c.eof(false);
+        }
+        let page = j.page(0, None);
+        assert!(
+            page.records.iter().any(|r| r.event
+                == WireEvent::Closed {
+                    by: Closer::Client,
+                    terminate: true
+                }),
+            "{:?}",
+            page.records
+        );
+    }
+
+    /// A startup message and a Terminate, as a client sends them.
+    fn startup_and_terminate() -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&196_608i32.to_be_bytes());
+        body.extend_from_slice(b"user\0app\0\0");
+        let mut msg = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+        msg.extend_from_slice(&body);
+        msg.extend_from_slice(&[b'X', 0, 0, 0, 4]);
+        msg
+    }
 
     #[test]
     fn a_page_forgets_what_was_read_and_the_journal_drops_the_oldest_when_full() {

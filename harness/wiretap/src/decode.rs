@@ -40,6 +40,10 @@ struct Prepared {
 /// A portal the client bound (Bind).
 #[derive(Debug, Default)]
 struct Portal {
+    /// The statement it was bound from: its result types, when a Describe of the statement
+    /// is answered only after the Bind (tokio-postgres's `query_typed` pipelines Parse, Bind,
+    /// Describe, Execute).
+    statement: String,
     sql: String,
     params: Vec<Option<String>>,
     result_formats: Vec<i16>,
@@ -324,6 +328,7 @@ impl Tap {
             })
             .collect();
         let portal = Portal {
+            statement: b.statement_name.clone().unwrap_or_default(),
             sql: statement.map(|s| s.sql.clone()).unwrap_or_default(),
             params,
             result_formats: b.result_column_format_codes,
@@ -440,7 +445,14 @@ impl Tap {
         match self.pending.front_mut() {
             Some(Pending::Execute { portal, got, .. }) => {
                 let p = self.portals.get(portal.as_str());
-                let types = p.map(|p| p.result_types.as_slice()).unwrap_or(&[]);
+                let of_statement = || {
+                    let s = p.and_then(|p| self.statements.get(&p.statement));
+                    s.map(|s| s.result_types.as_slice()).unwrap_or(&[])
+                };
+                let types = match p.map(|p| p.result_types.as_slice()) {
+                    Some(t) if !t.is_empty() => t,
+                    _ => of_statement(),
+                };
                 let formats = p.map(|p| p.result_formats.as_slice()).unwrap_or(&[]);
                 let row = (fields.iter().enumerate())
                     .map(|(i, f)| {

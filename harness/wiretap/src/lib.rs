@@ -23,5 +23,5 @@ pub use clock::monotonic_us;
 pub use decode::Tap;
 pub use record::{
     journal_path, Closer, Cost, Outcome, Page, Record, TxState, WireEvent, JOURNAL_CAPACITY,
-    MAX_TEXT,
+    MAX_TEXT, PAGE_LIMIT,
 };

@@ -193,6 +193,9 @@ pub struct Cost {
     pub p99_ns: u64,
 }
 
+/// The most records one page holds: a page this full may have more behind it.
+pub const PAGE_LIMIT: usize = 10_000;
+
 /// The most records a proxy's journal keeps unread; older ones are dropped and counted.
 pub const JOURNAL_CAPACITY: usize = 200_000;
 

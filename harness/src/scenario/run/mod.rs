@@ -243,9 +243,10 @@ impl Session {
         step_errors: &[String],
     ) -> anyhow::Result<Outcome> {
         let (stage, marks) = self.player.into_parts();
-        let (entries, rows) = stage.stop().await;
+        let (entries, rows, wire) = stage.stop().await;
         let logs = self.evidence.read_logs(scenario.replicas.keys());
         let pooled = scenario.pooled();
+        let wire_setup = scenario.wire_setup(wire.tapped);
         let facts = Facts {
             entries: &entries,
             rows: &rows,
@@ -253,9 +254,9 @@ impl Session {
             logs: &logs,
             bounds: self.bounds,
             pooled: &pooled,
+            wire: &wire_setup,
         };
         let checks = check::scenario(
-            &scenario.clauses,
             scenario.invariants,
             &scenario.expect,
             step_errors,
@@ -271,6 +272,7 @@ impl Session {
             checks: &checks,
             rows: &rows,
         })?;
+        self.evidence.write_wire(&wire)?;
         let source = Source {
             name: scenario.name.clone(),
             seconds: self.began.elapsed().as_secs_f64(),

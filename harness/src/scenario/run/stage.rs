@@ -13,6 +13,7 @@ use crate::check::WorkRow;
 use crate::event::WORK_TABLE_DDL;
 use crate::fault::Nemesis;
 use crate::level::Level;
+use crate::observe::wire::{WireReader, WireSummary};
 use crate::observe::{read_server_clock, Samplers, Target};
 use crate::replica::program::Program;
 use crate::replica::{ReplicaProcess, ReplicaSpec};
@@ -29,6 +30,7 @@ pub(super) struct Stage {
     pub(super) nemesis: Nemesis,
     pub(super) samplers: Samplers,
     pub(super) timeline: Timeline,
+    wire: WireReader,
     every: Duration,
 }
 
@@ -60,10 +62,18 @@ async fn server_new_enough(scenario: &Scenario, observer: &Observer) -> anyhow::
 }
 
 /// A free TCP port on loopback for a replica's HTTP server, so it keeps its URL across restarts.
+/// Drawn at random below Linux's ephemeral range (32768 and up), where the kernel hands out
+/// the ports of `bind(0)` and of outgoing connections: a port found free that way and released
+/// again was taken by another run's replica before this one could bind it (a Python replica
+/// then died with "Address already in use" while the other's `/metrics` answered for it).
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    for _ in 0..100 {
+        let port = fastrand::u16(20_000..32_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no free port for a replica's HTTP server in 100 tries (20000-31999)")
 }
 
 impl Stage {
@@ -100,10 +110,17 @@ impl Stage {
         let timeline = Timeline::starting_at(run_start);
         read_server_clock(&observer, &timeline, None).await?;
         let programs = scenario.programs(program)?;
-        let replicas = spawn(scenario, &programs, specs, t).await?;
+        // Observed from the first moment: a replica that boots fast leads and writes before
+        // a slower one has started (its gauge unreachable till then).
         let every = (t / 10).max(Duration::from_millis(10));
         let http = scenario.observes(program).0 >= Level::Metrics;
         let samplers = Samplers::start(&timeline, observer.clone(), targets, (every, t / 2), http);
+        let proxied = (scenario.replicas.iter())
+            .filter(|(_, d)| d.path.replica_path().is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
+        let wire = WireReader::start(&timeline, topology.toxiproxy().clone(), proxied, t / 2);
+        let replicas = spawn(scenario, &programs, specs, t).await?;
         Ok(Stage {
             nemesis: Nemesis::new(&topology, run_start),
             topology,
@@ -111,6 +128,7 @@ impl Stage {
             replicas,
             samplers,
             timeline,
+            wire,
             every,
         })
     }
@@ -121,10 +139,17 @@ impl Stage {
     }
 
     /// Stops sampling, stops the replicas (standbys first, so none takes over from a leader
-    /// that shuts down), puts their events on the timeline, reads `leader_work`, and shuts the
-    /// topology down. Returns the whole timeline and the rows.
-    pub(super) async fn stop(mut self) -> (Vec<Entry>, Vec<WorkRow>) {
-        let leader = self.samplers.latest().lock_holder;
+    /// that shuts down), reads the rest of their wire, puts their events on the timeline,
+    /// reads `leader_work`, and shuts the topology down. Returns the whole timeline, the rows
+    /// and what the wire reading came to.
+    pub(super) async fn stop(mut self) -> (Vec<Entry>, Vec<WorkRow>, WireSummary) {
+        // The leader by pg_locks, else by its gauge (a program whose lock the spec's query
+        // does not show): stopped last, so that no standby takes over while they stop.
+        let latest = self.samplers.latest();
+        let by_gauge = (latest.gauges.iter())
+            .find(|(_, v)| **v == Some(1))
+            .map(|(k, _)| k.clone());
+        let leader = latest.lock_holder.or(by_gauge);
         self.samplers.stop().await;
         let mut order: Vec<String> = (self.replicas.keys())
             .filter(|k| Some(*k) != leader.as_ref())
@@ -135,6 +160,7 @@ impl Stage {
             let p = self.replicas.get_mut(&name).expect("known replica");
             stop_replica(p).await;
         }
+        let wire = self.wire.stop().await;
         for p in self.replicas.values() {
             for ev in p.history() {
                 let replica = p.name().to_owned();
@@ -145,7 +171,7 @@ impl Stage {
         let entries = self.timeline.entries();
         let rows = work_rows(&self.observer, &entries).await;
         self.topology.shutdown().await;
-        (entries, rows)
+        (entries, rows, wire)
     }
 }
 

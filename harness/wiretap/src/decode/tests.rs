@@ -403,3 +403,64 @@ fn garbage_is_undecoded_once_and_never_panics() {
         "{s:?}"
     );
 }
+
+/// tokio-postgres's `query_typed`: Parse, Bind, Describe of the statement, Execute, Sync in
+/// one flight, so the result types arrive after the Bind.
+#[test]
+fn a_statement_described_after_its_bind_still_types_the_rows() {
+    let mut tap = logged_in();
+    let mut c = BytesMut::new();
+    frontend::parse(
+        "",
+        "SELECT count(*) FROM leader_work WHERE loop_name = $1",
+        [25],
+        &mut c,
+    )
+    .expect("encodes");
+    frontend::bind(
+        "",
+        "",
+        [1i16],
+        ["sweep"].iter(),
+        |v, buf| {
+            buf.extend_from_slice(v.as_bytes());
+            Ok(IsNull::No)
+        },
+        [1i16],
+        &mut c,
+    )
+    .map_err(|_| "bind")
+    .expect("encodes");
+    frontend::describe(b'S', "", &mut c).expect("encodes");
+    frontend::execute("", 0, &mut c).expect("encodes");
+    frontend::sync(&mut c);
+    let s = server(vec![
+        Be::ParseComplete(ParseComplete::new()),
+        Be::BindComplete(BindComplete::new()),
+        Be::ParameterDescription(ParameterDescription::new(vec![25])),
+        Be::RowDescription(RowDescription::new(vec![FieldDescription::new(
+            "count".into(),
+            0,
+            0,
+            20,
+            8,
+            -1,
+            0,
+        )])),
+        row(&[Some(&7i64.to_be_bytes())]),
+        complete("SELECT 1"),
+        ready(TransactionStatus::Idle),
+    ]);
+    let out = feed(&mut tap, &c, &s);
+    assert!(
+        out.contains(&WireEvent::Answer {
+            id: 1,
+            outcome: Outcome::Done {
+                tags: vec!["SELECT 1".into()],
+                rows: 1,
+                row: Some(vec![Some("7".into())])
+            }
+        }),
+        "{out:?}"
+    );
+}

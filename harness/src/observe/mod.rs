@@ -1,6 +1,8 @@
 //! Observers: samplers of every replica's gauge and readiness (over HTTP) and of pg_locks (the
 //! spec's leader-finding query, verbatim, on the harness's direct connection), written to the
-//! timeline as they are taken.
+//! timeline as they are taken; and the reader of each replica's wire ([`wire`]).
+
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

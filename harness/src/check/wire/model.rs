@@ -1,0 +1,335 @@
+//! The replicas' conversations with the database, rebuilt from the timeline's wire entries:
+//! each connection with its statements and answers ([`Conn`]), and the lock sessions, the
+//! connections that held the lock and when ([`LockSession`]).
+
+use std::collections::BTreeMap;
+
+use wiretap::{Closer, Outcome, WireEvent};
+
+use super::sql::{self, Reading};
+use crate::fault::Verb;
+use crate::timeline::{Entry, What};
+
+/// One statement a replica sent, and its answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// When the proxy read it from the replica (ms on the run's clock).
+    pub sent_ms: f64,
+    /// Its SQL.
+    pub sql: String,
+    /// The values it was sent with.
+    pub params: Vec<Option<String>>,
+    /// What it calls and sets (`Err`: the SQL could not be parsed).
+    pub reading: Result<Reading, String>,
+    /// When it was answered, and how (`None`: never, as far as the proxy saw).
+    pub answer: Option<(f64, Outcome)>,
+}
+
+impl Stmt {
+    /// Whether it calls an advisory-lock function.
+    pub fn locks(&self) -> bool {
+        self.reading.as_ref().is_ok_and(Reading::locks)
+    }
+
+    /// Whether it was answered without an error.
+    pub fn succeeded(&self) -> bool {
+        matches!(self.answer, Some((_, Outcome::Done { .. })))
+    }
+
+    /// The values of its one-row answer.
+    pub fn row(&self) -> Option<&[Option<String>]> {
+        match &self.answer {
+            Some((_, Outcome::Done { row: Some(r), .. })) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// One client connection of one replica, as its proxy saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conn {
+    /// The replica.
+    pub replica: String,
+    /// The proxy's number for it.
+    pub id: u64,
+    /// When the proxy accepted it.
+    pub opened_ms: f64,
+    /// The server's pid (behind PgBouncer: PgBouncer's key, see [`super::WireSetup`]).
+    pub pid: Option<i32>,
+    /// `application_name` as the server reported it, each time it did.
+    pub names: Vec<(f64, String)>,
+    /// Its statements, in order.
+    pub statements: Vec<Stmt>,
+    /// Errors the server sent for no statement (e.g. `57P05`, the idle-session timeout).
+    pub server_errors: Vec<(f64, String)>,
+    /// When it ended, who ended it, and whether the client said Terminate first.
+    pub closed: Option<(f64, Closer, bool)>,
+}
+
+impl Conn {
+    /// Whether it was open at `t_ms`.
+    pub fn open_at(&self, t_ms: f64) -> bool {
+        self.opened_ms <= t_ms && self.closed.is_none_or(|(c, ..)| t_ms < c)
+    }
+}
+
+/// Every connection on the timeline, in the order they opened.
+pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
+    let mut conns: BTreeMap<(String, u64), Conn> = BTreeMap::new();
+    let mut open_stmts: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
+    for e in entries {
+        let What::Wire {
+            replica,
+            conn,
+            event,
+        } = &e.what
+        else {
+            continue;
+        };
+        let key = (replica.clone(), *conn);
+        let c = conns.entry(key).or_insert_with(|| Conn {
+            replica: replica.clone(),
+            id: *conn,
+            opened_ms: e.t_ms,
+            pid: None,
+            names: Vec::new(),
+            statements: Vec::new(),
+            server_errors: Vec::new(),
+            closed: None,
+        });
+        match event {
+            WireEvent::Opened => c.opened_ms = e.t_ms,
+            WireEvent::Startup {
+                application_name: Some(a),
+                ..
+            } => c.names.push((e.t_ms, a.clone())),
+            WireEvent::Parameter { name, value } if name == "application_name" => {
+                c.names.push((e.t_ms, value.clone()));
+            }
+            WireEvent::Backend { pid } => c.pid = Some(*pid),
+            WireEvent::Statement { id, sql, params } => {
+                open_stmts.insert((replica.clone(), *conn, *id), c.statements.len());
+                c.statements.push(Stmt {
+                    sent_ms: e.t_ms,
+                    sql: sql.clone(),
+                    params: params.clone(),
+                    reading: sql::read(sql, params),
+                    answer: None,
+                });
+            }
+            WireEvent::Answer { id, outcome } => {
+                if let Some(i) = open_stmts.remove(&(replica.clone(), *conn, *id)) {
+                    c.statements[i].answer = Some((e.t_ms, outcome.clone()));
+                }
+            }
+            WireEvent::ServerError { code, .. } => c.server_errors.push((e.t_ms, code.clone())),
+            WireEvent::Closed { by, terminate } => {
+                c.closed.get_or_insert((e.t_ms, *by, *terminate));
+            }
+            _ => {}
+        }
+    }
+    let mut v: Vec<Conn> = conns.into_values().collect();
+    v.sort_by(|a, b| a.opened_ms.total_cmp(&b.opened_ms));
+    v
+}
+
+/// A connection that held the lock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LockSession {
+    /// The replica.
+    pub replica: String,
+    /// The connection (its index in [`conversations`]' answer).
+    pub conn: usize,
+    /// The statement whose answer granted the lock (its index on the connection).
+    pub grant: usize,
+    /// When its answer came (ms).
+    pub granted_ms: f64,
+    /// When pg_locks first showed it gone (or the connection closed); `None`: held to the end.
+    pub ended_ms: Option<f64>,
+}
+
+/// The lock sessions: each time pg_locks showed a replica's backend holding the lock, the
+/// connection whose lock call was answered last before that sample (on a direct path, the
+/// connection whose server pid is the holder's; behind PgBouncer, by the holder's
+/// `application_name`, the replica's connection that asked last).
+pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
+    let mut sessions: Vec<LockSession> = Vec::new();
+    // The open session of each holder pid.
+    let mut open: BTreeMap<i32, usize> = BTreeMap::new();
+    for e in entries {
+        let What::Locks { rows } = &e.what else {
+            continue;
+        };
+        let held: Vec<(i32, &str)> = (rows.iter())
+            .filter(|r| r.1)
+            .map(|r| (r.0, r.2.as_str()))
+            .collect();
+        open.retain(|pid, i| {
+            let still = held.iter().any(|(p, _)| p == pid);
+            if !still {
+                sessions[*i].ended_ms.get_or_insert(e.t_ms);
+            }
+            still
+        });
+        for (pid, app) in held {
+            if open.contains_key(&pid) {
+                continue;
+            }
+            let Some(s) = granting(conns, pid, app, e.t_ms) else {
+                continue;
+            };
+            open.insert(pid, sessions.len());
+            sessions.push(s);
+        }
+    }
+    // It ends at the first of: pg_locks showing it gone (up to a sampling period late), its
+    // connection closed, its release answered.
+    for s in &mut sessions {
+        let c = &conns[s.conn];
+        let closed = c.closed.map(|(c, ..)| c);
+        let released = (c.statements.iter().skip(s.grant + 1))
+            .filter(|st| st.succeeded() && st.reading.as_ref().is_ok_and(Reading::unlocks))
+            .find_map(|st| st.answer.as_ref().map(|(at, _)| *at));
+        s.ended_ms = [s.ended_ms, closed, released]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+    }
+    sessions
+}
+
+/// The connection and statement that granted the lock pg_locks showed held by `pid` (named
+/// `app`) at `t_ms`: the lock call sent last before it on the holder's connection (the one with
+/// its pid, else the replica's by `application_name`), answered after it or without an error.
+fn granting(conns: &[Conn], pid: i32, app: &str, t_ms: f64) -> Option<LockSession> {
+    // The connection open then with the holder's pid, of the replica the holder names when it
+    // names one (a pid is reused once its backend is gone, and behind PgBouncer the pid a
+    // client sees is PgBouncer's own, which may equal another server backend's).
+    let named = conns.iter().any(|c| c.replica == app);
+    let by_pid = (conns.iter().enumerate())
+        .rev()
+        .find(|(_, c)| c.pid == Some(pid) && c.open_at(t_ms) && (c.replica == app || !named));
+    let candidates: Vec<usize> = match by_pid {
+        Some((i, _)) => vec![i],
+        None => (conns.iter().enumerate())
+            .filter(|(_, c)| c.replica == app && c.opened_ms <= t_ms)
+            .map(|(i, _)| i)
+            .collect(),
+    };
+    // The lock call sent last before the sample: the server grants it before its answer
+    // reaches the proxy, so a sample can show the grant before the wire shows the answer.
+    let mut best: Option<(usize, usize, f64)> = None;
+    for i in candidates {
+        for (j, s) in conns[i].statements.iter().enumerate() {
+            let refused = matches!(s.answer, Some((at, _)) if at <= t_ms && !s.succeeded());
+            if s.locks() && !refused && s.sent_ms <= t_ms && best.is_none_or(|b| s.sent_ms > b.2) {
+                best = Some((i, j, s.sent_ms));
+            }
+        }
+    }
+    let (conn, grant, _) = best?;
+    let granted_ms = conns[conn].statements[grant]
+        .answer
+        .as_ref()
+        .map_or(t_ms, |(at, _)| *at);
+    Some(LockSession {
+        replica: conns[conn].replica.clone(),
+        conn,
+        grant,
+        granted_ms,
+        ended_ms: None,
+    })
+}
+
+/// Every fault on the timeline as `(verb, target, applied, lifted)`, each one on its own: a
+/// verb that acts once (a kill, a backend kill, a SIGTERM, a restart) is lifted as it is
+/// applied, and one never lifted lasts to the end. (Unlike [`crate::timeline::fault_spans`],
+/// a second kill of the same replica does not hide the first.)
+pub fn faults(entries: &[Entry]) -> Vec<(Verb, String, f64, f64)> {
+    let end = entries.last().map_or(0.0, |e| e.t_ms);
+    let mut open: BTreeMap<(Verb, String), f64> = BTreeMap::new();
+    let mut v = Vec::new();
+    for e in entries {
+        let What::Fault {
+            verb,
+            target,
+            lifted,
+        } = &e.what
+        else {
+            continue;
+        };
+        if matches!(
+            verb,
+            Verb::KillBackend | Verb::Kill | Verb::Terminate | Verb::Restart
+        ) {
+            v.push((*verb, target.clone(), e.t_ms, e.t_ms));
+        } else if !lifted {
+            open.entry((*verb, target.clone())).or_insert(e.t_ms);
+        } else if let Some(applied) = open.remove(&(*verb, target.clone())) {
+            v.push((*verb, target.clone(), applied, e.t_ms));
+        }
+    }
+    v.extend(
+        open.into_iter()
+            .map(|((verb, target), a)| (verb, target, a, end)),
+    );
+    v
+}
+
+/// When the samplers stopped (the last pg_locks or gauge sample): the harness stops the
+/// replicas after it, and what they do then is their shutdown.
+pub fn sampled_until(entries: &[Entry]) -> f64 {
+    (entries.iter().rev())
+        .find(|e| matches!(e.what, What::Locks { .. } | What::Gauges { .. }))
+        .or(entries.last())
+        .map_or(0.0, |e| e.t_ms)
+}
+
+/// When each replica closed a connection that held the lock without releasing it first and
+/// then took the lock again (a new term, so the old one ended), in time order: a demotion seen
+/// on the wire where its gauge may never show the 0 between (the term ended and a new one
+/// began within a sampling period). A close with no new term after says nothing of the term
+/// (a pool closing the connection under a replica that goes on leading). A close by the
+/// kernel as the process died (a `kill` or `restart` of it, within the second after) is no
+/// demotion, nor is one in the shutdown after the run.
+pub fn lock_closes(entries: &[Entry]) -> Vec<(String, f64)> {
+    let conns = conversations(entries);
+    let until = sampled_until(entries);
+    let sessions = lock_sessions(entries, &conns);
+    let next_term = |r: &str, after: f64| {
+        sessions
+            .iter()
+            .any(|l| l.replica == r && l.granted_ms > after)
+    };
+    let deaths: Vec<(String, f64)> = (crate::timeline::fault_spans(entries).into_iter())
+        .filter(|f| {
+            matches!(
+                f.verb,
+                crate::fault::Verb::Kill | crate::fault::Verb::Restart
+            )
+        })
+        .map(|f| (f.target, f.applied_ms))
+        .collect();
+    let mut v: Vec<(String, f64)> = (sessions.iter())
+        .filter_map(|l| {
+            let c = &conns[l.conn];
+            let released = (c.statements.iter().skip(l.grant + 1))
+                .any(|s| s.reading.as_ref().is_ok_and(Reading::unlocks));
+            match c.closed {
+                Some((at, Closer::Client, _)) if !released && at <= until => {
+                    Some((l.replica.clone(), at))
+                }
+                _ => None,
+            }
+        })
+        .filter(|(r, at)| {
+            !deaths
+                .iter()
+                .any(|(d, k)| d == r && *at >= *k && *at <= k + 1000.0)
+        })
+        .filter(|(r, at)| next_term(r, *at))
+        .collect();
+    v.sort_by(|a, b| a.1.total_cmp(&b.1));
+    v
+}

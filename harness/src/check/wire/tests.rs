@@ -1,0 +1,249 @@
+//! The wire checks on made-up conversations: each one passes a program that keeps its clause
+//! and fails one that breaks it (the gallery does the same against real programs).
+
+use wiretap::{Closer, Outcome, WireEvent};
+
+use super::{checks, WireSetup};
+use crate::check::tests::bounds;
+use crate::check::{Check, Verdict};
+use crate::timeline::{Entry, What};
+
+const T: f64 = 200.0;
+const LOCK: &str = "SELECT pg_try_advisory_lock(1886156915, 1)";
+
+/// A made-up history: replicas' connections and the pg_locks samples.
+#[derive(Default)]
+struct History {
+    entries: Vec<Entry>,
+    ids: u64,
+}
+
+impl History {
+    fn wire(&mut self, t_ms: f64, replica: &str, conn: u64, event: WireEvent) {
+        self.entries.push(Entry {
+            t_ms,
+            what: What::Wire {
+                replica: replica.into(),
+                conn,
+                event,
+            },
+        });
+    }
+
+    fn open(&mut self, t_ms: f64, replica: &str, conn: u64, pid: i32) {
+        self.wire(t_ms, replica, conn, WireEvent::Opened);
+        self.wire(t_ms, replica, conn, WireEvent::Backend { pid });
+    }
+
+    /// `sql` sent at `t_ms`, answered 1 ms later with the one-row `answer`.
+    fn said(&mut self, t_ms: f64, replica: &str, conn: u64, sql: &str, answer: &str) {
+        self.ids += 1;
+        let id = self.ids;
+        let sql = sql.into();
+        self.wire(
+            t_ms,
+            replica,
+            conn,
+            WireEvent::Statement {
+                id,
+                sql,
+                params: vec![],
+            },
+        );
+        let outcome = Outcome::Done {
+            tags: vec!["SELECT 1".into()],
+            rows: 1,
+            row: Some(vec![Some(answer.into())]),
+        };
+        self.wire(t_ms + 1.0, replica, conn, WireEvent::Answer { id, outcome });
+    }
+
+    fn close(&mut self, t_ms: f64, replica: &str, conn: u64) {
+        let by = Closer::Client;
+        self.wire(
+            t_ms,
+            replica,
+            conn,
+            WireEvent::Closed {
+                by,
+                terminate: true,
+            },
+        );
+    }
+
+    /// pg_locks samples every 20 ms over `[from, to)` showing `holder` (pid, replica).
+    fn locks(&mut self, from: f64, to: f64, holder: Option<(i32, &str)>) {
+        let mut t = from;
+        while t < to {
+            let rows = holder
+                .iter()
+                .map(|(p, r)| (*p, true, (*r).to_owned()))
+                .collect();
+            self.entries.push(Entry {
+                t_ms: t,
+                what: What::Locks { rows },
+            });
+            t += 20.0;
+        }
+    }
+
+    /// A leader `a` (pid 10) granted at 0 and checking every `every` until `to`, and a standby
+    /// `b` (pid 20) trying every `standby_every`.
+    fn election(every: f64, standby_every: f64, to: f64) -> History {
+        let mut h = History::default();
+        h.open(0.0, "a", 1, 10);
+        h.said(1.0, "a", 1, LOCK, "t");
+        h.said(
+            2.0,
+            "a",
+            1,
+            "SELECT set_config('idle_session_timeout', '800', false)",
+            "800",
+        );
+        let mut t = every;
+        while t < to {
+            h.said(t, "a", 1, "SELECT 1", "1");
+            t += every;
+        }
+        h.open(0.0, "b", 1, 20);
+        let mut t = 5.0;
+        while t < to {
+            h.said(t, "b", 1, LOCK, "f");
+            t += standby_every;
+        }
+        h.locks(10.0, to, Some((10, "a")));
+        h
+    }
+
+    fn judge(mut self, name: &str) -> Check {
+        self.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        let setup = WireSetup {
+            tapped: true,
+            ..WireSetup::default()
+        };
+        (checks(&self.entries, &bounds(), &setup).into_iter())
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no check {name}"))
+    }
+}
+
+#[test]
+fn a_standby_that_polls_every_t_passes_and_one_at_1_2t_or_t_20_fails() {
+    let c = History::election(T, T, 20.0 * T).judge("standby cadence");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    for every in [1.2 * T, T / 20.0] {
+        let c = History::election(T, every, 20.0 * T).judge("standby cadence");
+        assert_eq!(c.verdict, Verdict::Invalid, "{every}: {c}");
+    }
+    let c = History::election(T, T, 20.0 * T).judge("leader cadence");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    let c = History::election(2.0 * T, T, 20.0 * T).judge("leader cadence");
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+#[test]
+fn the_lock_call_must_be_the_specs_on_the_specs_key() {
+    let c = History::election(T, T, 10.0 * T).judge("lock calls");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    for call in [
+        "SELECT pg_try_advisory_lock(1886156915, 2)",
+        "SELECT pg_try_advisory_lock_shared(1886156915, 1)",
+        "SELECT pg_try_advisory_xact_lock(1886156915, 1)",
+        "SELECT pg_try_advisory_lock((1886156915::bigint << 32) | 1)",
+    ] {
+        let mut h = History::election(T, T, 10.0 * T);
+        h.said(700.0, "b", 1, call, "f");
+        let c = h.judge("lock calls");
+        assert_eq!(c.verdict, Verdict::Invalid, "{call}: {c}");
+    }
+}
+
+#[test]
+fn a_connection_opened_and_closed_for_a_refused_check_fails_run_2() {
+    let mut h = History::election(T, T, 10.0 * T);
+    h.open(1000.0, "b", 2, 21);
+    h.said(1005.0, "b", 2, LOCK, "f");
+    h.close(1010.0, "b", 2);
+    let c = h.judge("refused checks leave the pool alone");
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    let mut h = History::election(T, T, 10.0 * T);
+    h.said(1004.0, "b", 1, "SET idle_session_timeout = 800", "");
+    let c = h.judge("refused checks leave the pool alone");
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    let c = History::election(T, T, 10.0 * T).judge("refused checks leave the pool alone");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+}
+
+#[test]
+fn work_on_the_lock_session_and_a_lock_moved_mid_term_fail() {
+    let mut h = History::election(T, T, 10.0 * T);
+    h.said(
+        450.0,
+        "a",
+        1,
+        "INSERT INTO leader_work (loop_name) VALUES ('x')",
+        "",
+    );
+    let c = h.judge("the lock session carries only the checks");
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    let c = History::election(T, T, 10.0 * T).judge("the lock session carries only the checks");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    // The lock moves from connection 1 (pid 10) to connection 2 (pid 11), 1 left open.
+    let mut h = History::election(T, T, 10.0 * T);
+    h.entries
+        .retain(|e| !matches!(e.what, What::Locks { .. }) || e.t_ms < 1000.0);
+    h.said(
+        1001.0,
+        "a",
+        1,
+        "SELECT pg_advisory_unlock(1886156915, 1)",
+        "t",
+    );
+    h.open(1001.0, "a", 2, 11);
+    h.said(1003.0, "a", 2, LOCK, "t");
+    h.locks(1010.0, 2000.0, Some((11, "a")));
+    let c = h.judge("one lock session per term");
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+#[test]
+fn the_bound_on_the_lock_session_must_be_4t() {
+    let c = History::election(T, T, 10.0 * T).judge("idle_session_timeout on the lock session");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    let mut h = History::election(T, T, 10.0 * T);
+    let bound = "SELECT set_config('idle_session_timeout', '820', false)";
+    h.said(3.0, "a", 1, bound, "820");
+    let c = h.judge("idle_session_timeout on the lock session");
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+#[test]
+fn a_failed_check_must_close_the_lock_connection() {
+    // The check at 1000 ms goes unanswered; the replica closes at 1210 (within T of the
+    // deadline at 1200) or never.
+    let build = |close: Option<f64>| {
+        let mut h = History::election(T, T, 1000.0);
+        h.ids += 1;
+        let (id, sql) = (h.ids, "SELECT 1".into());
+        h.wire(
+            1000.0,
+            "a",
+            1,
+            WireEvent::Statement {
+                id,
+                sql,
+                params: vec![],
+            },
+        );
+        if let Some(at) = close {
+            h.close(at, "a", 1);
+        }
+        h.locks(1000.0, 2000.0, Some((10, "a")));
+        h.said(1990.0, "b", 1, LOCK, "f");
+        h
+    };
+    let name = "lock connection closed after a failed check";
+    assert_eq!(build(Some(1210.0)).judge(name).verdict, Verdict::Valid);
+    assert_eq!(build(None).judge(name).verdict, Verdict::Invalid);
+    assert_eq!(build(Some(1900.0)).judge(name).verdict, Verdict::Invalid);
+}
