@@ -182,7 +182,7 @@ async fn the_naive_replica_fails_exactly_the_clauses_it_breaks() {
             failures(&report)
         );
     }
-    for id in ["LOCK-1", "LOCK-3", "RUN-1", "RUN-2"] {
+    for id in ["LOCK-1", "RUN-1", "RUN-2"] {
         assert_eq!(
             verdicts.get(id),
             Some(&ClauseVerdict::Pass),
@@ -207,11 +207,14 @@ const NAIVE_FAILS: [&str; 6] = ["DEM-2", "ISL-1", "ORPH-1", "ORPH-2", "RUN-5", "
 ///   session the server ended;
 /// - MET-1: the stuck gauge beside the new leader's, for about 3.5T after a backend kill, at the
 ///   edge of the overlap allowance (3.3T);
-/// - RUN-3, RUN-5, SESS-1, SESS-2: its lock connection goes back to the pool (mistake 1): the
-///   checks go round the pool, so the lock's session is checked every other T (RUN-5, from the
-///   wire), and the pool retires it after 10T mid-term while the replica goes on leading
-///   (SESS-1, SESS-2, from the wire), when a term lasts that long.
-const NAIVE_MAY_FAIL: [&str; 5] = ["DEM-1", "MET-1", "RUN-3", "SESS-1", "SESS-2"];
+/// - LOCK-3, RUN-3, RUN-5, SESS-1, SESS-2: its lock connection goes back to the pool
+///   (mistake 1): the checks go round the pool, so the lock's session is checked every other T
+///   (RUN-5, from the wire), and the pool retires it after 10T mid-term while the replica goes
+///   on leading (SESS-1, SESS-2, from the wire), when a term lasts that long; the retired
+///   session takes the lock with it, and the gauge says 1 with no granted row (LOCK-3: seen in
+///   CI's frozen-leader, the lock released 2.65T after the thaw, the thawed leader's gauge 1 for
+///   7.89T more).
+const NAIVE_MAY_FAIL: [&str; 6] = ["DEM-1", "LOCK-3", "MET-1", "RUN-3", "SESS-1", "SESS-2"];
 
 /// A scenario file's own `cmd` runs that replica as another program (a rolling upgrade):
 /// in `rolling-upgrade`, r3 is the Python replica (level 1: no event stream; its own log lines),
