@@ -87,6 +87,7 @@ fn deciders(s: &Scenario) -> Vec<(Decider, Vec<String>)> {
     let facts = Facts {
         entries: &[],
         rows: &rows,
+        work_read: true,
         marks: &marks,
         logs: &logs,
         bounds: Bounds {

@@ -65,6 +65,13 @@ FLAWS = {
                    "((1886156915 << 32) | 1)"),
     "xact-lock": ("LOCK-1, ORPH-1", "a transaction-scoped lock held in an open transaction, "
                   "bounded by idle_in_transaction_session_timeout"),
+    "half-deadline": ("RUN-5", "the leader's check gives up after T/2 instead of T"),
+    "no-deadline": ("DEM-1, DEM-2", "the leader's check waits for its answer however long it "
+                    "takes"),
+    "gauge-zero": ("MET-1, ISL-1, LOOP-1", "the gauge is never set to 1"),
+    "late-work": ("LOOP-1", "the leader-only work goes on for 3T after a demotion"),
+    "shared-lock": ("LOCK-1, LOCK-3, MET-1, ISL-1", "the key taken in the shared form "
+                    "(pg_try_advisory_lock_shared), which every replica is granted"),
 }
 
 
@@ -79,6 +86,7 @@ def try_lock(objid, flaw=None):
         "queue": f"pg_advisory_lock(1886156915, {objid:d}) IS NOT NULL",
         "bigint-key": f"pg_try_advisory_lock((1886156915::bigint << 32) | {objid:d})",
         "xact-lock": f"pg_try_advisory_xact_lock(1886156915, {objid:d})",
+        "shared-lock": f"pg_try_advisory_lock_shared(1886156915, {objid:d})",
     }.get(flaw, f"pg_try_advisory_lock(1886156915, {objid:d})")
     setting = {
         "no-timeout": "%s::text",
@@ -95,6 +103,7 @@ def try_lock(objid, flaw=None):
 def unlock(objid, flaw=None):
     call = {
         "bigint-key": f"pg_advisory_unlock((1886156915::bigint << 32) | {objid:d})",
+        "shared-lock": f"pg_advisory_unlock_shared(1886156915, {objid:d})",
     }.get(flaw, f"pg_advisory_unlock(1886156915, {objid:d})")
     return f"""SELECT {call}
   FROM set_config('plexsphere.background_leader', '', false)"""
@@ -171,9 +180,13 @@ class Elector:
         self.term = 0
         self.lock_pid = None
         self.last_answered_sent = 0.0
+        self.demoted_at = None  # flaw late-work: when the last term ended
         # The gauge reads the same answer as every other caller, lease included, so a replica
         # that wakes from a freeze never shows 1 for a term that has run out.
-        gauge.set_function(lambda: 1 if self.leads() else 0)
+        if flaw == "gauge-zero":
+            gauge.set_function(lambda: 0)
+        else:
+            gauge.set_function(lambda: 1 if self.leads() else 0)
 
     @property
     def t(self):
@@ -265,8 +278,10 @@ class Elector:
         # pooler answered from another server session than the lock's demotes (as the Rust
         # elector's shared-session guard does; the spec only warns against such poolers).
         sent = time.monotonic()
+        deadline = {"half-deadline": self.t / 2, "no-deadline": None}.get(self.flaw, self.t)
         try:
-            cur = await bounded(self.lock_conn.execute("SELECT pg_backend_pid()"), self.t)
+            query = self.lock_conn.execute("SELECT pg_backend_pid()")
+            cur = await (query if deadline is None else bounded(query, deadline))
             pid = (await cur.fetchone())[0]
         except asyncio.TimeoutError:
             await self.demote(f"no answer to SELECT 1 within {self.t:.3f}s")
@@ -286,9 +301,16 @@ class Elector:
             except Exception as e:  # noqa: BLE001
                 await self.demote(str(e) or type(e).__name__)
 
+    def works(self):
+        """Whether a pass of leader-only work runs now: while this replica leads (flaw
+        late-work: and for 3T after a demotion)."""
+        late = (self.flaw == "late-work" and self.demoted_at is not None
+                and time.monotonic() - self.demoted_at < 3 * self.t)
+        return self.leads() or late
+
     async def work(self):
         """One pass of leader-only work while this replica leads: a row in leader_work."""
-        if not self.leads():
+        if not self.works():
             return
         conn = None
         try:
@@ -303,6 +325,7 @@ class Elector:
 
     async def demote(self, cause):
         conn, self.lock_conn = self.lock_conn, None
+        self.demoted_at = time.monotonic()
         if self.flaw == "keep-open":
             self.kept.append(conn)
         else:

@@ -79,6 +79,15 @@ fn failures(report: &Report) -> String {
 // (RUN-3), while the gauge says one leads (ISL-1, LOCK-3).
 #[case::bigint_key("bigint-key", &["LOCK-1", "LOCK-3", "ISL-1", "RUN-3"], &["steady-election"])]
 #[case::xact_lock("xact-lock", &["LOCK-1", "ORPH-1"], &["steady-election"])]
+#[case::half_deadline("half-deadline", &["RUN-5"], &["slow-leader"])]
+// A check with no deadline never gives the silent partition up: its lock connection stays open
+// (DEM-1) and its gauge stays 1 until its 4T lease runs out (DEM-2).
+#[case::no_deadline("no-deadline", &["DEM-1", "DEM-2"], &["leader-partition"])]
+// Below level 3 the terms are read off the gauge: a gauge that never says 1 puts every row of
+// the leader-only work outside a term (LOOP-1).
+#[case::gauge_zero("gauge-zero", &["ISL-1", "LOOP-1", "MET-1"], &["steady-election"])]
+#[case::late_work("late-work", &["LOOP-1"], &["backend-kill"])]
+#[case::shared_lock("shared-lock", &["LOCK-1", "LOCK-3", "MET-1", "ISL-1"], &["steady-election"])]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(
     #[case] flaw: &str,

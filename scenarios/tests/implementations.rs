@@ -18,15 +18,17 @@ const SLACK: Duration = Duration::from_millis(50);
 const SEED: u64 = 20_261_203;
 
 /// The scenarios the example programs play: a steady election, a graceful handover, a killed,
-/// a frozen and a cut-off leader, and a backend kill. (A server restart is left out: whether
-/// the naive replica's stuck gauge then also fails RUN-4 depends on who wins the lock after it.)
-const SCENARIOS: [&str; 6] = [
+/// a frozen and a cut-off leader, a backend kill, and a leader whose answers come slow (within
+/// T). (A server restart is left out: whether the naive replica's stuck gauge then also fails
+/// RUN-4 depends on who wins the lock after it.)
+const SCENARIOS: [&str; 7] = [
     "steady-election",
     "graceful-handover",
     "killed-leader",
     "frozen-leader",
     "leader-partition",
     "backend-kill",
+    "slow-leader",
 ];
 
 fn repo() -> &'static Path {

@@ -44,6 +44,10 @@ pub enum Awaited {
     /// The `after` step's target's lock row left pg_locks while its backend still existed: an
     /// unlock, not a close (RUN-6).
     Unlocked,
+    /// The server ended a session of the replica for `idle_session_timeout` (SQLSTATE `57P05`
+    /// on its wire, read by its proxy even where a fault keeps it from the replica): the lock
+    /// lost to the orphan bound, not given up (ORPH-3).
+    TimedOut,
 }
 
 impl Awaited {
@@ -51,8 +55,15 @@ impl Awaited {
     pub const LOCK_RELEASED: &'static str = "lock_released";
     /// The scenario files' name of the pg_locks observation that the lock was unlocked.
     pub const UNLOCKED: &'static str = "unlocked";
+    /// The scenario files' name of the wire observation that the server ended a session for
+    /// `idle_session_timeout`.
+    pub const TIMED_OUT: &'static str = "timed_out";
+    /// The SQLSTATE of a session ended by `idle_session_timeout` (PostgreSQL's
+    /// `ERRCODE_IDLE_SESSION_TIMEOUT`).
+    pub const IDLE_SESSION_TIMEOUT: &'static str = "57P05";
     /// The observations that are not a replica's event.
-    pub const SERVER_SIDE: [Awaited; 2] = [Awaited::LockReleased, Awaited::Unlocked];
+    pub const SERVER_SIDE: [Awaited; 3] =
+        [Awaited::LockReleased, Awaited::Unlocked, Awaited::TimedOut];
 }
 
 impl fmt::Display for Awaited {
@@ -61,6 +72,7 @@ impl fmt::Display for Awaited {
             Awaited::Event(kind) => kind.fmt(f),
             Awaited::LockReleased => f.write_str(Self::LOCK_RELEASED),
             Awaited::Unlocked => f.write_str(Self::UNLOCKED),
+            Awaited::TimedOut => f.write_str(Self::TIMED_OUT),
         }
     }
 }
@@ -154,6 +166,17 @@ impl Expect {
             Expect::WorkRows(_) | Expect::FenceRejects(_) => Level::Work,
         }
     }
+
+    /// Whether it is decided on the wire, which only the harness's own proxy records.
+    pub fn needs_wire(&self) -> bool {
+        matches!(
+            self,
+            Expect::Event {
+                awaited: Awaited::TimedOut,
+                ..
+            }
+        )
+    }
 }
 
 /// A replica's log, as the run's evidence holds it.
@@ -172,6 +195,9 @@ pub struct Facts<'a> {
     pub entries: &'a [Entry],
     /// The `leader_work` rows.
     pub rows: &'a [WorkRow],
+    /// Whether the `leader_work` table could be read after the run (when not, `rows` is empty
+    /// for want of it, and no row is missing).
+    pub work_read: bool,
     /// The moments the steps named.
     pub marks: &'a Marks,
     /// Each replica's log, by replica name.
@@ -210,6 +236,10 @@ struct Origin<'a> {
     /// server restart) counts, with a delay of zero.
     from_ms: f64,
     search_ms: f64,
+    /// The backends whose granted rows the step's target held when the step began (the last
+    /// pg_locks sample before it): its lock is released when these rows are gone, whatever
+    /// the target's later sessions are granted.
+    held: BTreeSet<i32>,
 }
 
 impl<'a> Origin<'a> {
@@ -219,7 +249,26 @@ impl<'a> Origin<'a> {
             mark,
             from_ms: mark.map_or(0.0, |m| m.at_ms),
             search_ms: mark.map_or(0.0, |m| m.began_ms),
+            held: BTreeSet::new(),
         }
+    }
+
+    /// With [`Origin::held`] read off `entries`.
+    fn holding(mut self, entries: &[Entry]) -> Self {
+        let Some(target) = self.mark.map(|m| &m.target) else {
+            return self;
+        };
+        let before = (entries.iter().rev())
+            .filter(|e| e.t_ms <= self.search_ms)
+            .find_map(|e| match &e.what {
+                What::Locks { rows } => Some(rows),
+                _ => None,
+            });
+        self.held = (before.into_iter().flatten())
+            .filter(|r| r.1 && &r.2 == target)
+            .map(|r| r.0)
+            .collect();
+        self
     }
 
     /// Whether `replica` is `who`, with `other` meaning not the target of the `after` step.
@@ -261,6 +310,9 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, level: Level) -> Check {
         Expect::Log { texts, replica } => log(texts, replica, facts),
     };
     c.clauses = vec![ex.clause.clone()];
+    if ex.expect.needs_wire() && !facts.wire.tapped {
+        return super::wire::untapped(c);
+    }
     c
 }
 
@@ -293,7 +345,7 @@ fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
         unreachable!("an event expectation")
     };
     let b = &facts.bounds;
-    let from = Origin::of(after.as_ref(), facts.marks);
+    let from = Origin::of(after.as_ref(), facts.marks).holding(facts.entries);
     let label_after = after
         .as_ref()
         .map(|a| format!(" after {a}"))
@@ -497,6 +549,11 @@ fn seen_in_samples(kind: EventKind, who: &Who, from: &Origin, facts: &Facts) -> 
 /// Whether entry `e` is what an event expectation awaits.
 fn observed(e: &Entry, awaited: Awaited, who: &Who, from: &Origin, marks: &Marks) -> bool {
     match (awaited, &e.what) {
+        // The rows the target held when the step began are gone; where it held none, it
+        // holds no row at all.
+        (Awaited::LockReleased, What::Locks { rows }) if !from.held.is_empty() => {
+            !rows.iter().any(|r| r.1 && from.held.contains(&r.0))
+        }
         (Awaited::LockReleased, What::Locks { rows }) => {
             let target = from.mark.map(|m| &m.target);
             !rows.iter().any(|r| r.1 && Some(&r.2) == target)
@@ -509,6 +566,14 @@ fn observed(e: &Entry, awaited: Awaited, who: &Who, from: &Origin, marks: &Marks
                 ..
             },
         ) => *backend_alive && from.mark.is_some_and(|m| &m.target == replica),
+        (
+            Awaited::TimedOut,
+            What::Wire {
+                replica,
+                event: wiretap::WireEvent::ServerError { code, .. },
+                ..
+            },
+        ) => code == Awaited::IDLE_SESSION_TIMEOUT && from.matches(who, marks, replica),
         (Awaited::Event(kind), What::Replica { replica, event }) => {
             event.kind() == kind && from.matches(who, marks, replica)
         }
@@ -714,6 +779,7 @@ mod tests {
         Facts {
             entries,
             rows: &[],
+            work_read: false,
             marks,
             logs,
             bounds: Bounds {
@@ -811,6 +877,96 @@ mod tests {
         let f = facts(&frozen, &marks, &logs);
         let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// `late-leader`: the slowed leader gives its lock up at 500 ms and, as a standby, is
+    /// granted it again on a new session at 520 ms (the answer is what is late, not the grant).
+    /// Its lock was released when its session of the step's moment lost its row, whatever its
+    /// new session holds after.
+    #[test]
+    fn a_lock_released_is_the_steps_session_losing_its_row() {
+        let marks = cut_at_100();
+        let logs = BTreeMap::new();
+        let row = |at: f64, pid: i32, holder: &str| Entry {
+            t_ms: at,
+            what: What::Locks {
+                rows: vec![(pid, true, holder.to_owned())],
+            },
+        };
+        let entries = [
+            row(80.0, 7, "a"),
+            row(300.0, 7, "a"),
+            row(520.0, 8, "a"),
+            row(700.0, 8, "a"),
+        ];
+        let f = facts(&entries, &marks, &logs);
+        let released = |within: &str| Expectation {
+            clause: "RUN-5".into(),
+            expect: Expect::Event {
+                awaited: Awaited::LockReleased,
+                replica: Who::Any,
+                after: Some("cut".into()),
+                within: Some(Span::parse(within).unwrap()),
+                not_before: None,
+                absent: false,
+            },
+        };
+        let c = decide_at(&released("2.5T"), &f, Level::Process);
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        assert_eq!(c.figures["lock_released after"], "2.10T", "520 - 100 ms");
+        let c = decide_at(&released("1.5T"), &f, Level::Process);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// ORPH-3 in `slow-leader`: no session of the slow replica ended by the server for
+    /// idle_session_timeout. Another SQLSTATE (an administrator's kill) or another replica's
+    /// timeout is not it; without a wire journal it is not run.
+    #[test]
+    fn a_session_timed_out_is_the_servers_57p05_on_the_replicas_wire() {
+        let marks = cut_at_100();
+        let logs = BTreeMap::new();
+        let error = |at: f64, replica: &str, code: &str| Entry {
+            t_ms: at,
+            what: What::Wire {
+                replica: replica.into(),
+                conn: 3,
+                event: wiretap::WireEvent::ServerError {
+                    code: code.into(),
+                    message: "x".into(),
+                },
+            },
+        };
+        let no_timeout = Expectation {
+            clause: "ORPH-3".into(),
+            expect: Expect::Event {
+                awaited: Awaited::TimedOut,
+                replica: Who::Named("cut".into()),
+                after: Some("cut".into()),
+                within: Some(Span::parse("12T").unwrap()),
+                not_before: None,
+                absent: true,
+            },
+        };
+        let tapped = crate::check::wire::WireSetup {
+            tapped: true,
+            ..Default::default()
+        };
+        let judge = |entries: &[Entry], wire| {
+            let f = Facts {
+                wire,
+                ..facts(entries, &marks, &logs)
+            };
+            decide_at(&no_timeout, &f, Level::Process)
+        };
+        let others = [error(500.0, "a", "57P01"), error(600.0, "b", "57P05")];
+        assert_eq!(judge(&others, &tapped).verdict, Verdict::Valid);
+        let timed_out = [error(900.0, "a", "57P05")];
+        let c = judge(&timed_out, &tapped);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        assert_eq!(c.clauses, ["ORPH-3"]);
+        let c = judge(&timed_out, &NO_WIRE);
+        assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
+        assert_eq!(c.needs, Some(crate::level::Need::Wire));
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub mod expect;
 pub mod history;
 pub mod measure;
 pub mod outside;
+pub mod spans;
+pub mod steady;
 pub mod wire;
 
 pub use expect::{Expectation, Facts};
@@ -327,6 +329,7 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     let mut checks = vec![
         (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
+        (Level::Metrics, steady::gauge_one_while_held(entries, b)),
         (Level::Process, one_lock_row(entries)),
         (Level::Metrics, lock_row_while_leading(entries, b)),
         (Level::Metrics, gauge_matches_locks_at(entries, b, level)),
@@ -359,8 +362,48 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
             Level::Work,
             work_only_from_leader_at(entries, facts.rows, end_ms, b, facts.pooled, level),
         ));
+    } else if level >= Level::Work && facts.work_read {
+        checks.extend(no_work_from_a_leader(entries, end_ms, b, level).map(|c| (Level::Work, c)));
     }
     checks
+}
+
+/// How many of its ticks a leader of a program at level 2 or more runs before it must have
+/// written a `leader_work` row: three (one may be in flight at the end, one lost to a fault).
+const TICKS_BEFORE_WORK: u32 = 3;
+
+/// LOOP-1 where a program at level 2 or more wrote no `leader_work` row at all (the table was
+/// read): a failure when some replica led for [`TICKS_BEFORE_WORK`] ticks in one term (by its
+/// events at level 3, its gauge at level 2), since the level promises a row per pass of its
+/// leader-only work; nothing to decide when none led that long.
+fn no_work_from_a_leader(
+    entries: &[Entry],
+    end_ms: f64,
+    b: &Bounds,
+    level: Level,
+) -> Option<Check> {
+    let spans = if level >= Level::Events {
+        leadership_spans(entries, end_ms)
+    } else {
+        outside::gauge_spans(entries, b)
+    };
+    let need = ms_of(b.tick * TICKS_BEFORE_WORK);
+    let (replica, led) = (spans.iter())
+        .flat_map(|(r, v)| v.iter().map(move |(s, e)| (r, e.min(end_ms) - s)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (led >= need).then(|| {
+        Check::new(
+            "leader-only work",
+            &["LOOP-1"],
+            Verdict::Invalid,
+            format!(
+                "no leader_work row, though {replica} led for {} in one term: a program at {level} \
+                 writes a row for each pass of its leader-only work",
+                in_t(led, b.t)
+            ),
+        )
+        .figure("rows", "0".into())
+    })
 }
 
 /// Spans where each replica believes it leads, from its events: `acquired` opens a span;
@@ -594,10 +637,11 @@ pub fn gauge_sum_at(entries: &[Entry], end_ms: f64, b: &Bounds, level: Level) ->
     };
     // Without the event stream (a program below level 3) nobody reports when it led: a sum of
     // 2 is explained when it has lasted no longer than the overlap bound (DEM-3), measured
-    // from the first sample that showed it, plus one sample period and the slack.
+    // from the first sample that showed it, plus one sample period and the slack; a sum below
+    // 2 in between ends it only when it holds for a few samples ([`spans::SETTLED`]).
     let by_events = level >= Level::Events;
     let overlap_ms = ms_of(b.max_overlap()) + pad;
-    let mut two_since: Option<f64> = None;
+    let mut two = spans::Stretches::new();
     let (mut samples, mut max_sum, mut bad) = (0usize, 0i64, Vec::new());
     let mut down = BTreeSet::new();
     for e in entries {
@@ -611,8 +655,12 @@ pub fn gauge_sum_at(entries: &[Entry], end_ms: f64, b: &Bounds, level: Level) ->
         let sum: i64 = up().filter_map(|(_, v)| *v).sum();
         max_sum = max_sum.max(sum);
         let asked = asked_ms.unwrap_or(e.t_ms);
-        two_since = (sum >= 2).then(|| two_since.unwrap_or(e.t_ms));
-        let explained = match (by_events, two_since) {
+        if sum >= 2 {
+            two.wrong(e.t_ms);
+        } else {
+            two.right(e.t_ms);
+        }
+        let explained = match (by_events, two.open_since().filter(|_| sum >= 2)) {
             (false, Some(since)) => e.t_ms - since <= overlap_ms,
             _ => up()
                 .filter(|(_, v)| **v == Some(1))
@@ -637,9 +685,10 @@ pub fn gauge_sum_at(entries: &[Entry], end_ms: f64, b: &Bounds, level: Level) ->
         .with_measures(count_at_most("max gauge sum", samples, max_sum, 2))
 }
 
-/// LOCK-3 (one half): the spec's query never shows more than one granted row for the key (an
-/// exclusive lock is never granted twice: this holds of PostgreSQL, and fails only when the
-/// sampling itself is wrong; [`lock_row_while_leading`] is the half a program can break).
+/// LOCK-3 (one half): the spec's query never shows more than one granted row for the key. It
+/// counts rows of any mode: the spec's exclusive lock is never granted twice, but the key taken
+/// in the shared form (`pg_try_advisory_lock_shared`) is granted to every replica that asks,
+/// and shows a row for each; [`lock_row_while_leading`] is the half that asks for the row.
 pub fn one_lock_row(entries: &[Entry]) -> Check {
     let (mut samples, mut worst) = (0usize, 0usize);
     for e in entries {
@@ -666,7 +715,7 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
 /// key or in another form leaves it empty all along. Unknown without gauges (below level 1).
 pub fn lock_row_while_leading(entries: &[Entry], b: &Bounds) -> Check {
     let mut sum: Option<i64> = None;
-    let (mut since, mut spans, mut compared) = (None::<f64>, Vec::new(), 0usize);
+    let (mut wrong, mut compared) = (spans::Stretches::new(), 0usize);
     for e in entries {
         match &e.what {
             What::Gauges { values, .. } => {
@@ -677,28 +726,20 @@ pub fn lock_row_while_leading(entries: &[Entry], b: &Bounds) -> Check {
                 // Where a gauge is unreadable (a killed or frozen replica) nothing is known:
                 // an open span ends there.
                 let Some(s) = sum else {
-                    if let Some(a) = since.take() {
-                        spans.push((a, e.t_ms));
-                    }
+                    wrong.undecided(e.t_ms);
                     continue;
                 };
                 compared += 1;
-                let missing = s == 1 && !rows.iter().any(|r| r.1);
-                match (missing, since) {
-                    (true, None) => since = Some(e.t_ms),
-                    (false, Some(a)) => {
-                        spans.push((a, e.t_ms));
-                        since = None;
-                    }
-                    _ => {}
+                if s == 1 && !rows.iter().any(|r| r.1) {
+                    wrong.wrong(e.t_ms);
+                } else {
+                    wrong.right(e.t_ms);
                 }
             }
             _ => {}
         }
     }
-    if let (Some(a), Some(last)) = (since, entries.last()) {
-        spans.push((a, last.t_ms));
-    }
+    let spans = wrong.finish(entries.last().map_or(0.0, |e| e.t_ms));
     let allowed = ms_of(b.sample + b.max_overlap());
     let longest = spans.iter().map(|(a, z)| z - a).fold(0.0, f64::max);
     let verdict = verdict_of(compared, longest <= allowed + ms_of(b.slack));
@@ -734,8 +775,8 @@ pub fn gauge_matches_locks_at(entries: &[Entry], b: &Bounds, level: Level) -> Ch
     let mut lock_at = 0.0f64;
     // A pg_locks sample older than this (the server was down or unreachable) tells nothing.
     let stale_ms = (2 * b.sample + b.slack).as_secs_f64() * 1000.0;
-    let mut since: Option<f64> = None;
-    let (mut spans, mut compared, mut undecided) = (Vec::new(), 0usize, 0usize);
+    let mut wrong = spans::Stretches::new();
+    let (mut compared, mut undecided) = (0usize, 0usize);
     let mut judge = history::Rows::new(entries, b);
     // Without the event stream (a program below level 3) there are no terms to judge a row
     // against: a granted row is its holder's lead, as the spec's leader-finding query says.
@@ -769,9 +810,7 @@ pub fn gauge_matches_locks_at(entries: &[Entry], b: &Bounds, level: Level) -> Ch
             .is_some_and(|holder| values.get(holder).is_some_and(Option::is_none));
         if unreadable || row_is == RowIs::Excused || e.t_ms - lock_at > stale_ms {
             undecided += 1;
-            if let Some(s) = since.take() {
-                spans.push((s, lock_at));
-            }
+            wrong.undecided(lock_at);
             continue;
         }
         let g: BTreeSet<&String> = values
@@ -780,26 +819,14 @@ pub fn gauge_matches_locks_at(entries: &[Entry], b: &Bounds, level: Level) -> Ch
             .map(|(k, _)| k)
             .collect();
         compared += 1;
-        let agree = match (l, row_is) {
-            (_, RowIs::Stray { since_ms }) => {
-                since = since.or(Some(since_ms));
-                false
-            }
-            (Some(holder), _) => g.contains(holder) && g.len() == 1,
-            (None, _) => g.is_empty(),
-        };
-        match (agree, since) {
-            (false, None) => since = Some(e.t_ms),
-            (true, Some(s)) => {
-                spans.push((s, e.t_ms));
-                since = None;
-            }
-            _ => {}
+        match (l, row_is) {
+            (_, RowIs::Stray { since_ms }) => wrong.wrong(since_ms),
+            (Some(holder), _) if g.contains(holder) && g.len() == 1 => wrong.right(e.t_ms),
+            (None, _) if g.is_empty() => wrong.right(e.t_ms),
+            _ => wrong.wrong(e.t_ms),
         }
     }
-    if let (Some(s), Some(last)) = (since, entries.last()) {
-        spans.push((s, last.t_ms));
-    }
+    let spans = wrong.finish(entries.last().map_or(0.0, |e| e.t_ms));
     let longest = spans.iter().map(|(s, e)| e - s).fold(0.0, f64::max);
     let allowed = ms_of(b.sample + b.max_overlap());
     let bound = allowed + ms_of(b.slack);

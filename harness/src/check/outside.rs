@@ -10,11 +10,13 @@ use crate::timeline::{Entry, What};
 /// The spans where each replica's gauge said 1. A span opens one sampling period before the
 /// first sample that showed 1 was asked for (the gauge may have turned 1 just after the sample
 /// before, which showed 0): the sampling error, stated here and nowhere else. It closes at the
-/// first sample that shows 0, which the replica's demotion or release came before, or when the
-/// replica is killed, restarted or frozen (its last answer stands for a moment). A sample with
-/// no answer from the replica closes nothing: it says nothing either way. A span still open
-/// when sampling stopped has no end: after the run the harness stops the replicas, the leader
-/// last, and nobody reports when its term ended (at level 3 its `released` event does).
+/// first sample that shows 0, which the replica's demotion or release came before, at the
+/// first sample the replica did not answer (a process that exited, hung or stopped serving
+/// leads no more as far as anyone can tell; an answer of 1 after it opens a new span), or when
+/// the replica is killed, restarted or frozen (its last answer stands for a moment). A span
+/// still open when sampling stopped has no end: after the run the harness stops the replicas,
+/// the leader last, and nobody reports when its term ended (at level 3 its `released` event
+/// does).
 pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, f64)>> {
     let early = ms_of(b.sample);
     let mut open: BTreeMap<String, f64> = BTreeMap::new();
@@ -35,7 +37,7 @@ pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, 
                         Some(1) if !down.contains(r) && !open.contains_key(r) => {
                             open.insert(r.clone(), asked - early);
                         }
-                        Some(0) => close(&mut open, r, e.t_ms),
+                        Some(0) | None => close(&mut open, r, e.t_ms),
                         _ => {}
                     }
                 }
@@ -161,6 +163,42 @@ mod tests {
         assert_eq!(verdict(&h, &[row("a", 500.0)], Level::Work), Verdict::Valid);
         assert_eq!(
             verdict(&h, &[row("a", 800.0)], Level::Work),
+            Verdict::Invalid
+        );
+    }
+
+    /// A program at level 2 promises a `leader_work` row per pass of its leader-only work: none
+    /// at all while a led for 800 ms (4 ticks of 200 ms) fails LOOP-1; a run where nobody led 3
+    /// ticks in one term has nothing to decide, and at level 1 rows are not asked for.
+    #[test]
+    fn no_row_at_all_from_a_leader_at_level_2_fails_loop_1() {
+        let b = bounds();
+        let c = crate::check::no_work_from_a_leader(&history(), 2000.0, &b, Level::Work);
+        let c = c.expect("a led for four ticks");
+        assert_eq!(
+            (c.verdict, c.clauses.as_slice()),
+            (Verdict::Invalid, &["LOOP-1".to_owned()][..])
+        );
+        let short: Vec<Entry> = history().into_iter().filter(|e| e.t_ms < 700.0).collect();
+        assert!(crate::check::no_work_from_a_leader(&short, 700.0, &b, Level::Work).is_none());
+    }
+
+    /// b stops answering at 1500 ms (it exited, or hangs) with no 0 ever sampled: its span
+    /// ends there, not at the end of the run; an answer of 1 later opens a new one.
+    #[test]
+    fn a_span_ends_at_the_first_sample_with_no_answer() {
+        let mut h = history();
+        for e in &mut h {
+            if let What::Gauges { values, .. } = &mut e.what {
+                if (1500.0..1800.0).contains(&e.t_ms) {
+                    values.insert("b".into(), None);
+                }
+            }
+        }
+        let spans = gauge_spans(&h, &bounds());
+        assert_eq!(spans["b"], [(1080.0, 1500.0), (1780.0, f64::INFINITY)]);
+        assert_eq!(
+            verdict(&h, &[row("b", 1650.0)], Level::Work),
             Verdict::Invalid
         );
     }

@@ -182,6 +182,8 @@ impl Watch {
         let facts = Facts {
             entries: &self.settled,
             rows: &[],
+            // Read only after the run.
+            work_read: false,
             marks: &marks,
             logs: &logs,
             bounds: self.bounds,

@@ -164,18 +164,21 @@ pub fn checks(entries: &[Entry], b: &Bounds, setup: &WireSetup) -> Vec<Check> {
     if setup.tapped {
         return all;
     }
-    (all.into_iter())
-        .map(|c| Check {
-            verdict: Verdict::Unknown,
-            figures: BTreeMap::new(),
-            measures: Vec::new(),
-            message: "not run: needs the harness's proxy (its wire journal); upstream Toxiproxy \
-                      keeps none"
-                .into(),
-            needs: Some(crate::level::Need::Wire),
-            ..c
-        })
-        .collect()
+    all.into_iter().map(untapped).collect()
+}
+
+/// `c` not run for want of a wire journal (the proxies are upstream Toxiproxy's).
+pub fn untapped(c: Check) -> Check {
+    Check {
+        verdict: Verdict::Unknown,
+        figures: BTreeMap::new(),
+        measures: Vec::new(),
+        message: "not run: needs the harness's proxy (its wire journal); upstream Toxiproxy \
+                  keeps none"
+            .into(),
+        needs: Some(crate::level::Need::Wire),
+        ..c
+    }
 }
 
 /// LOCK-1: every advisory-lock call a replica sends is the spec's: the session-level,

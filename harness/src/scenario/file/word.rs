@@ -50,9 +50,9 @@ impl Vocabulary for Awaited {
             return Ok(*observed);
         }
         parse(w).map(Awaited::Event).map_err(|_| {
-            let events = [Awaited::LOCK_RELEASED, Awaited::UNLOCKED]
-                .into_iter()
-                .chain(words::<EventKind>().iter().copied());
+            let events = (Awaited::SERVER_SIDE.iter())
+                .map(ToString::to_string)
+                .chain(words::<EventKind>().iter().map(|w| (*w).to_owned()));
             unknown("event", w, events.collect::<Vec<_>>().join(", "))
         })
     }
@@ -160,11 +160,12 @@ mod tests {
         );
         let e = Awaited::read("nope").unwrap_err();
         assert!(
-            e.contains("expected one of lock_released, unlocked, started"),
+            e.contains("expected one of lock_released, unlocked, timed_out, started"),
             "{e}"
         );
         assert_eq!(Awaited::read("lock_released"), Ok(Awaited::LockReleased));
         assert_eq!(Awaited::read("unlocked"), Ok(Awaited::Unlocked));
+        assert_eq!(Awaited::read("timed_out"), Ok(Awaited::TimedOut));
         assert_eq!(Verb::read("kill-backend"), Ok(Verb::KillBackend));
     }
 }

@@ -247,9 +247,12 @@ impl Session {
         let logs = self.evidence.read_logs(scenario.replicas.keys());
         let pooled = scenario.pooled();
         let wire_setup = scenario.wire_setup(wire.tapped);
+        let work_read = rows.is_some();
+        let rows = rows.unwrap_or_default();
         let facts = Facts {
             entries: &entries,
             rows: &rows,
+            work_read,
             marks: &marks,
             logs: &logs,
             bounds: self.bounds,

@@ -142,7 +142,7 @@ impl Stage {
     /// that shuts down), reads the rest of their wire, puts their events on the timeline,
     /// reads `leader_work`, and shuts the topology down. Returns the whole timeline, the rows
     /// and what the wire reading came to.
-    pub(super) async fn stop(mut self) -> (Vec<Entry>, Vec<WorkRow>, WireSummary) {
+    pub(super) async fn stop(mut self) -> (Vec<Entry>, Option<Vec<WorkRow>>, WireSummary) {
         // The leader by pg_locks, else by its gauge (a program whose lock the spec's query
         // does not show): stopped last, so that no standby takes over while they stop.
         let latest = self.samplers.latest();
@@ -241,13 +241,14 @@ async fn spawn(
 }
 
 /// The `leader_work` rows, on the run's clock by the server's clock readings in `entries`
-/// ([`server_time_on_run_clock`]); none when the table cannot be read.
-async fn work_rows(observer: &Observer, entries: &[Entry]) -> Vec<WorkRow> {
+/// ([`server_time_on_run_clock`]); `None` when the table cannot be read.
+async fn work_rows(observer: &Observer, entries: &[Entry]) -> Option<Vec<WorkRow>> {
     let sql = "SELECT loop_name, replica, term, (extract(epoch FROM at) * 1000)::float8, fence \
                FROM leader_work ORDER BY id";
-    let rows = observer.query(sql, &[]).await.unwrap_or_default();
+    let rows = observer.query(sql, &[]).await.ok()?;
     let readings = server_clock_readings(entries);
-    rows.iter()
+    let rows = rows
+        .iter()
         .filter_map(|r| {
             Some(WorkRow {
                 loop_name: r.get(0),
@@ -257,5 +258,6 @@ async fn work_rows(observer: &Observer, entries: &[Entry]) -> Vec<WorkRow> {
                 fence: r.get(4),
             })
         })
-        .collect()
+        .collect();
+    Some(rows)
 }
