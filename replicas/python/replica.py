@@ -29,12 +29,13 @@ incident the harness must catch (both builds lead at once).
 
 `--flaw NAME` breaks one clause on purpose, the way a team's own elector might: the harness's
 gallery (scenarios/tests/gallery.rs, docs/gallery.md) runs each and asserts that the harness
-fails it by that clause and no other. `--flaw help` lists them.
+fails it by those clauses and no other. `--flaw help` lists them (`--flaw json` as data).
 """
 
 import argparse
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -44,34 +45,40 @@ import common  # noqa: E402
 
 import psycopg  # noqa: E402
 
-# One deliberate violation each (`--flaw NAME`), with the clauses it breaks: the harness's
-# gallery asserts that each fails exactly those.
+# One deliberate violation each (`--flaw NAME`): the clauses it breaks, the scenarios that decide
+# them, and what it does. The harness's gallery (scenarios/tests/gallery.rs, which checks this
+# table against its own) asserts that each fails exactly those clauses on those scenarios.
 FLAWS = {
-    "fresh-backend": ("RUN-2", "a standby opens a new connection for each check and closes it "
-                      "when refused"),
-    "set-before-outcome": ("RUN-2", "a standby sets idle_session_timeout on its pooled "
-                           "connection before it knows whether the lock is granted"),
-    "lock-on-pool": ("RUN-3, SESS-1", "the lock's connection goes back to the pool, so the "
-                     "leader-only work runs on the lock session"),
-    "moving-lock": ("SESS-2", "every fourth check the leader moves the lock to another "
-                    "session: unlock on one, lock on the other"),
-    "timeout-4.1T": ("ORPH-1", "idle_session_timeout of 4.1T on the lock session"),
-    "no-timeout": ("ORPH-1, ORPH-2", "no idle_session_timeout on the lock session"),
-    "slow-poll": ("RUN-1", "a standby checks every 1.2T"),
-    "fast-poll": ("RUN-1", "a standby checks every T/20"),
-    "queue": ("RUN-1", "a standby queues in pg_advisory_lock instead of trying every T"),
-    "keep-open": ("DEM-1", "a demoted leader keeps its lock connection open"),
-    "bigint-key": ("LOCK-1, LOCK-3", "the lock taken in the single-bigint form "
-                   "((1886156915 << 32) | 1)"),
-    "xact-lock": ("LOCK-1, ORPH-1", "a transaction-scoped lock held in an open transaction, "
-                  "bounded by idle_in_transaction_session_timeout"),
-    "half-deadline": ("RUN-5", "the leader's check gives up after T/2 instead of T"),
-    "no-deadline": ("DEM-1, DEM-2", "the leader's check waits for its answer however long it "
-                    "takes"),
-    "gauge-zero": ("MET-1, ISL-1, LOOP-1", "the gauge is never set to 1"),
-    "late-work": ("LOOP-1", "the leader-only work goes on for 3T after a demotion"),
-    "shared-lock": ("LOCK-1, LOCK-3, MET-1, ISL-1", "the key taken in the shared form "
-                    "(pg_try_advisory_lock_shared), which every replica is granted"),
+    "fresh-backend": ("RUN-2", "steady-election", "a standby opens a new connection for each "
+                      "check and closes it when refused"),
+    "set-before-outcome": ("RUN-2", "steady-election", "a standby sets idle_session_timeout on "
+                           "its pooled connection before it knows whether the lock is granted"),
+    "lock-on-pool": ("RUN-3, SESS-1", "steady-election", "the lock's connection goes back to the "
+                     "pool, so the leader-only work runs on the lock session"),
+    "moving-lock": ("SESS-2", "steady-election", "every fourth check the leader moves the lock to "
+                    "another session: unlock on one, lock on the other"),
+    "timeout-4.1T": ("ORPH-1", "steady-election", "idle_session_timeout of 4.1T on the lock "
+                     "session"),
+    "no-timeout": ("ORPH-1, ORPH-2", "steady-election, frozen-leader", "no idle_session_timeout "
+                   "on the lock session"),
+    "slow-poll": ("RUN-1", "steady-election", "a standby checks every 1.2T"),
+    "fast-poll": ("RUN-1", "steady-election", "a standby checks every T/20"),
+    "queue": ("RUN-1", "steady-election", "a standby queues in pg_advisory_lock instead of "
+              "trying every T"),
+    "keep-open": ("DEM-1", "leader-partition", "a demoted leader keeps its lock connection open"),
+    "bigint-key": ("ISL-1, LOCK-1, LOCK-3, RUN-3", "steady-election", "the lock taken in the "
+                   "single-bigint form ((1886156915 << 32) | 1)"),
+    "xact-lock": ("LOCK-1, ORPH-1", "steady-election", "a transaction-scoped lock held in an open "
+                  "transaction, bounded by idle_in_transaction_session_timeout"),
+    "half-deadline": ("RUN-5", "slow-leader", "the leader's check gives up after T/2 instead of "
+                      "T"),
+    "no-deadline": ("DEM-1, DEM-2", "leader-partition", "the leader's check waits for its answer "
+                    "however long it takes"),
+    "gauge-zero": ("ISL-1, LOOP-1, MET-1", "steady-election", "the gauge is never set to 1"),
+    "late-work": ("LOOP-1", "backend-kill", "the leader-only work goes on for 3T after a "
+                  "demotion"),
+    "shared-lock": ("ISL-1, LOCK-1, LOCK-3, MET-1", "steady-election", "the key taken in the "
+                    "shared form (pg_try_advisory_lock_shared), which every replica is granted"),
 }
 
 
@@ -363,11 +370,17 @@ def args():
     parser.add_argument("--objid", type=int4, default=1, metavar="N",
                         help="the key's second half (the spec's is 1)")
     parser.add_argument("--flaw", type=str, default=None, metavar="NAME",
-                        help="break one clause on purpose (`help` lists them)")
+                        help="break one clause on purpose (`help` lists them, `json` as data)")
     parsed = parser.parse_args()
     if parsed.flaw == "help":
-        for name, (clauses, what) in FLAWS.items():
-            print(f"{name:20} {clauses:16} {what}")
+        for name, (clauses, scenarios, what) in FLAWS.items():
+            print(f"{name:20} {clauses:30} {scenarios:32} {what}")
+        sys.exit(0)
+    if parsed.flaw == "json":
+        # The table as data, for the gallery's test and ci/gallery-rate.py.
+        print(json.dumps({name: {"breaks": clauses.split(", "), "scenarios": scenarios.split(", "),
+                                 "what": what}
+                          for name, (clauses, scenarios, what) in FLAWS.items()}))
         sys.exit(0)
     if parsed.flaw is not None:
         try:

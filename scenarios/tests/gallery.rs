@@ -5,7 +5,7 @@
 //! that slips through is a missing check, a clause failed that it does not break a wrong one.
 //! The table, with the check that catches each, is in docs/gallery.md.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -62,49 +62,117 @@ fn failures(report: &Report) -> String {
         .join("\n")
 }
 
-/// Each flaw, the clauses it breaks (the report must fail exactly these), and the scenarios
-/// that decide them.
+/// Each flaw, the clauses it breaks (the report must fail exactly these, in clause-ID order),
+/// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
+/// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
+/// equal.
+const GALLERY: [(&str, &[&str], &[&str]); 17] = [
+    ("fresh-backend", &["RUN-2"], &["steady-election"]),
+    ("set-before-outcome", &["RUN-2"], &["steady-election"]),
+    ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
+    ("moving-lock", &["SESS-2"], &["steady-election"]),
+    ("timeout-4.1T", &["ORPH-1"], &["steady-election"]),
+    (
+        "no-timeout",
+        &["ORPH-1", "ORPH-2"],
+        &["steady-election", "frozen-leader"],
+    ),
+    ("slow-poll", &["RUN-1"], &["steady-election"]),
+    ("fast-poll", &["RUN-1"], &["steady-election"]),
+    ("queue", &["RUN-1"], &["steady-election"]),
+    ("keep-open", &["DEM-1"], &["leader-partition"]),
+    // The spec's query never shows the bigint key: no acquisition of the spec's lock is seen
+    // (RUN-3), while the gauge says one leads (ISL-1, LOCK-3).
+    (
+        "bigint-key",
+        &["ISL-1", "LOCK-1", "LOCK-3", "RUN-3"],
+        &["steady-election"],
+    ),
+    ("xact-lock", &["LOCK-1", "ORPH-1"], &["steady-election"]),
+    ("half-deadline", &["RUN-5"], &["slow-leader"]),
+    // A check with no deadline never gives the silent partition up: its lock connection stays
+    // open (DEM-1) and its gauge stays 1 until its 4T lease runs out (DEM-2).
+    ("no-deadline", &["DEM-1", "DEM-2"], &["leader-partition"]),
+    // Below level 3 the terms are read off the gauge: a gauge that never says 1 puts every row
+    // of the leader-only work outside a term (LOOP-1).
+    (
+        "gauge-zero",
+        &["ISL-1", "LOOP-1", "MET-1"],
+        &["steady-election"],
+    ),
+    ("late-work", &["LOOP-1"], &["backend-kill"]),
+    (
+        "shared-lock",
+        &["ISL-1", "LOCK-1", "LOCK-3", "MET-1"],
+        &["steady-election"],
+    ),
+];
+
+/// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
 #[rstest]
-#[case::fresh_backend("fresh-backend", &["RUN-2"], &["steady-election"])]
-#[case::set_before_outcome("set-before-outcome", &["RUN-2"], &["steady-election"])]
-#[case::lock_on_pool("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"])]
-#[case::moving_lock("moving-lock", &["SESS-2"], &["steady-election"])]
-#[case::timeout_4_1t("timeout-4.1T", &["ORPH-1"], &["steady-election"])]
-#[case::no_timeout("no-timeout", &["ORPH-1", "ORPH-2"], &["steady-election", "frozen-leader"])]
-#[case::slow_poll("slow-poll", &["RUN-1"], &["steady-election"])]
-#[case::fast_poll("fast-poll", &["RUN-1"], &["steady-election"])]
-#[case::queue("queue", &["RUN-1"], &["steady-election"])]
-#[case::keep_open("keep-open", &["DEM-1"], &["leader-partition"])]
-// The spec's query never shows the bigint key: no acquisition of the spec's lock is seen
-// (RUN-3), while the gauge says one leads (ISL-1, LOCK-3).
-#[case::bigint_key("bigint-key", &["LOCK-1", "LOCK-3", "ISL-1", "RUN-3"], &["steady-election"])]
-#[case::xact_lock("xact-lock", &["LOCK-1", "ORPH-1"], &["steady-election"])]
-#[case::half_deadline("half-deadline", &["RUN-5"], &["slow-leader"])]
-// A check with no deadline never gives the silent partition up: its lock connection stays open
-// (DEM-1) and its gauge stays 1 until its 4T lease runs out (DEM-2).
-#[case::no_deadline("no-deadline", &["DEM-1", "DEM-2"], &["leader-partition"])]
-// Below level 3 the terms are read off the gauge: a gauge that never says 1 puts every row of
-// the leader-only work outside a term (LOOP-1).
-#[case::gauge_zero("gauge-zero", &["ISL-1", "LOOP-1", "MET-1"], &["steady-election"])]
-#[case::late_work("late-work", &["LOOP-1"], &["backend-kill"])]
-#[case::shared_lock("shared-lock", &["LOCK-1", "LOCK-3", "MET-1", "ISL-1"], &["steady-election"])]
+#[case::fresh_backend("fresh-backend")]
+#[case::set_before_outcome("set-before-outcome")]
+#[case::lock_on_pool("lock-on-pool")]
+#[case::moving_lock("moving-lock")]
+#[case::timeout_4_1t("timeout-4.1T")]
+#[case::no_timeout("no-timeout")]
+#[case::slow_poll("slow-poll")]
+#[case::fast_poll("fast-poll")]
+#[case::queue("queue")]
+#[case::keep_open("keep-open")]
+#[case::bigint_key("bigint-key")]
+#[case::xact_lock("xact-lock")]
+#[case::half_deadline("half-deadline")]
+#[case::no_deadline("no-deadline")]
+#[case::gauge_zero("gauge-zero")]
+#[case::late_work("late-work")]
+#[case::shared_lock("shared-lock")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flaw_fails_exactly_the_clauses_it_breaks(
-    #[case] flaw: &str,
-    #[case] breaks: &[&str],
-    #[case] scenarios: &[&str],
-) {
+async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
+    let (_, breaks, scenarios) = (GALLERY.iter())
+        .find(|(name, ..)| *name == flaw)
+        .unwrap_or_else(|| panic!("{flaw} is not in GALLERY"));
     let report = judged(flaw, scenarios).await;
-    let verdicts: BTreeMap<&str, ClauseVerdict> = (report.clauses.iter())
-        .map(|c| (c.id.as_str(), c.verdict))
+    let failed: Vec<&str> = (report.clauses.iter())
+        .filter(|c| c.verdict == ClauseVerdict::Fail)
+        .map(|c| c.id.as_str())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
-    let failed: Vec<&str> = (verdicts.iter())
-        .filter(|(_, v)| **v == ClauseVerdict::Fail)
-        .map(|(id, _)| *id)
+    assert_eq!(failed, *breaks, "{flaw}:\n{}", failures(&report));
+}
+
+/// The Python example's own table of flaws (`--flaw json`) is [`GALLERY`]: the same flaws,
+/// clauses and scenarios, so that `ci/gallery-rate.py`, which reads it, measures what the gate
+/// asserts.
+#[test]
+fn the_programs_table_is_the_gallerys() {
+    let script = repo().join("replicas/python/replica.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--flaw", "json"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("a JSON object");
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        (v.as_array().into_iter().flatten())
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    let theirs: BTreeMap<String, (Vec<String>, Vec<String>)> = (table.iter())
+        .map(|(k, v)| (k.clone(), (strings(&v["breaks"]), strings(&v["scenarios"]))))
         .collect();
-    let mut want = breaks.to_vec();
-    want.sort_unstable();
-    let mut got = failed.clone();
-    got.sort_unstable();
-    assert_eq!(got, want, "{flaw}:\n{}", failures(&report));
+    let ours: BTreeMap<String, (Vec<String>, Vec<String>)> = (GALLERY.iter())
+        .map(|(k, b, s)| {
+            let owned = |x: &[&str]| x.iter().map(|s| (*s).to_owned()).collect();
+            ((*k).to_owned(), (owned(b), owned(s)))
+        })
+        .collect();
+    assert_eq!(theirs, ours);
 }

@@ -210,8 +210,15 @@ fn granting(conns: &[Conn], pid: i32, app: &str, t_ms: f64) -> Option<LockSessio
     let by_pid = (conns.iter().enumerate())
         .rev()
         .find(|(_, c)| c.pid == Some(pid) && c.open_at(t_ms) && (c.replica == app || !named));
+    // A connection of the holder's replica that had the holder's pid and is closed now: the
+    // server granted a backend whose client is gone (one blocked in the lock queue does not
+    // read its socket, so an X-WAKE waiter of a killed replica can be granted long after):
+    // no session of the program holds the lock.
+    let gone =
+        || (conns.iter()).any(|c| c.pid == Some(pid) && c.replica == app && c.opened_ms <= t_ms);
     let candidates: Vec<usize> = match by_pid {
         Some((i, _)) => vec![i],
+        None if gone() => return None,
         None => (conns.iter().enumerate())
             .filter(|(_, c)| c.replica == app && c.opened_ms <= t_ms)
             .map(|(i, _)| i)

@@ -247,3 +247,44 @@ fn a_failed_check_must_close_the_lock_connection() {
     assert_eq!(build(None).judge(name).verdict, Verdict::Invalid);
     assert_eq!(build(Some(1900.0)).judge(name).verdict, Verdict::Invalid);
 }
+
+/// Clean-clone CI, chaos seed 3 with `--wake`: b's queued waiter (connection 2, pid 23) was
+/// killed with b at 600 ms; the server, its backend blocked in the lock queue and not reading
+/// its socket, granted it the lock at 900 ms, long after. Its connection is gone: no session of
+/// b holds the lock, and b's pooled connection 1 (pid 30), whose last lock call was refused and
+/// which then read `leader_work`, is no lock session.
+#[test]
+fn a_grant_to_a_closed_connection_is_no_lock_session() {
+    let mut h = History::default();
+    h.open(0.0, "b", 2, 23);
+    h.wire(
+        5.0,
+        "b",
+        2,
+        WireEvent::Statement {
+            id: 99,
+            sql: "SELECT pg_advisory_lock(1886156915, 1)".into(),
+            params: vec![],
+        },
+    );
+    h.open(0.0, "b", 1, 30);
+    h.said(500.0, "b", 1, LOCK, "f");
+    h.said(
+        550.0,
+        "b",
+        1,
+        "SELECT count(*) FROM leader_work WHERE loop_name = 'x'",
+        "0",
+    );
+    h.close(600.0, "b", 2);
+    h.locks(900.0, 1000.0, Some((23, "b")));
+    h.said(
+        950.0,
+        "b",
+        1,
+        "SELECT count(*) FROM leader_work WHERE loop_name = 'x'",
+        "0",
+    );
+    let c = h.judge("the lock session carries only the checks");
+    assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
