@@ -7,59 +7,25 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Duration;
 
 use harness::replica::program::{Command, Level, Program};
-use harness::report::{ClauseVerdict, Report, Source};
-use harness::scenario::run::{run, RunOptions};
-use harness::scenario::Scenario;
+use harness::report::{ClauseVerdict, Report};
 use rstest::rstest;
 
-const T: Duration = Duration::from_millis(200);
-const SLACK: Duration = Duration::from_millis(50);
-const SEED: u64 = 20_261_205;
+mod judge;
+use judge::{failures, repo};
 
-fn repo() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
+const SEED: u64 = 20_261_205;
 
 /// Runs `scenarios` with the Python example's `flaw` at level 2; the report.
 async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
     let script = repo().join("replicas/python/replica.py");
     let template = format!("python3 {} --flaw {flaw}", script.display());
     let program = Program::External(Command::parse(&template, Level::Work).expect("a template"));
-    let opts = RunOptions {
-        t: T,
-        seed: SEED,
-        out: Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("gallery")
-            .join(flaw),
-        program,
-        images: harness::topology::Images::from_env(),
-        slack: SLACK,
-        repeat: 1,
-    };
-    let mut sources: Vec<Source> = Vec::new();
-    for name in scenarios {
-        let file = repo().join("scenarios").join(format!("{name}.toml"));
-        let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let outcome =
-            (run(&scenario, &opts).await).unwrap_or_else(|e| panic!("{flaw}: {name}: {e:#}"));
-        sources.push(outcome.source);
-    }
-    Report::new(T.as_millis() as u64, SEED, 0.0, sources)
-}
-
-/// Each failing check, one per line, with its scenario.
-fn failures(report: &Report) -> String {
-    (report.sources.iter())
-        .flat_map(|s| {
-            (s.checks.iter())
-                .filter(|c| c.verdict == harness::check::Verdict::Invalid)
-                .map(move |c| format!("{}: {c}", s.name))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("gallery")
+        .join(flaw);
+    judge::judged(flaw, program, scenarios, SEED, out).await
 }
 
 /// Each flaw, the clauses it breaks (the report must fail exactly these, in clause-ID order),

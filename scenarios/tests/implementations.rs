@@ -6,15 +6,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use harness::replica::program::{Command, Level, Program};
-use harness::report::{ClauseVerdict, Report, Source};
+use harness::report::{ClauseVerdict, Report};
 use harness::scenario::run::{run, RunOptions};
 use harness::scenario::Scenario;
 
-const T: Duration = Duration::from_millis(200);
-const SLACK: Duration = Duration::from_millis(50);
+mod judge;
+use judge::{failures, repo, SLACK, T};
+
 const SEED: u64 = 20_261_203;
 
 /// The scenarios the example programs play: a steady election, a graceful handover, a killed,
@@ -30,10 +30,6 @@ const SCENARIOS: [&str; 7] = [
     "backend-kill",
     "slow-leader",
 ];
-
-fn repo() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
 
 fn ours() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_scenario-harness"))
@@ -51,25 +47,7 @@ async fn report(label: &str, program: Program) -> (Report, BTreeMap<String, Clau
     let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("implementations")
         .join(label);
-    let opts = RunOptions {
-        t: T,
-        seed: SEED,
-        out,
-        program,
-        images: harness::topology::Images::from_env(),
-        slack: SLACK,
-        repeat: 1,
-    };
-    let mut sources: Vec<Source> = Vec::new();
-    for name in SCENARIOS {
-        let file = repo().join("scenarios").join(format!("{name}.toml"));
-        let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let outcome = run(&scenario, &opts)
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {name}: {e:#}"));
-        sources.push(outcome.source);
-    }
-    let report = Report::new(T.as_millis() as u64, SEED, 0.0, sources);
+    let report = judge::judged(label, program, &SCENARIOS, SEED, out).await;
     let verdicts = (report.clauses.iter())
         .map(|c| (c.id.clone(), c.verdict))
         .collect();
@@ -81,17 +59,6 @@ fn with(verdicts: &BTreeMap<String, ClauseVerdict>, v: ClauseVerdict) -> Vec<&st
         .filter(|(_, x)| **x == v)
         .map(|(id, _)| id.as_str())
         .collect()
-}
-
-fn failures(report: &Report) -> String {
-    (report.sources.iter())
-        .flat_map(|s| {
-            (s.checks.iter())
-                .filter(|c| c.verdict == harness::check::Verdict::Invalid)
-                .map(move |c| format!("{}: {c}", s.name))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The harness's own replica started from a command template at level 3 is judged on the same
