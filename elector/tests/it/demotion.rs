@@ -52,6 +52,13 @@ async fn backend_kill_demotes_at_next_check_and_standby_takes_over() {
     assert_eq!(gauge(&rb), Some(1));
 
     // DEM-1 order in the log: term ended, connection closed, then the WARN with the ping error.
+    // The WARN comes last, once the close returned: wait for it (the order is the claim here,
+    // not how soon the close returns; on a loaded machine it once came after b led).
+    wait_for(T, || {
+        !logs.matching("background leader lock lost").is_empty()
+    })
+    .await
+    .expect("the WARN line");
     let ended_at = logs.position("background leader term ended").unwrap();
     let closed_at = logs
         .position("background leader lock connection closed")

@@ -685,6 +685,13 @@ pub fn gauge_sum_at(entries: &[Entry], end_ms: f64, b: &Bounds, level: Level) ->
         .with_measures(count_at_most("max gauge sum", samples, max_sum, 2))
 }
 
+/// The longest gap between two pg_locks samples across which a wrong stretch goes on: two
+/// sampling periods and the slack. A longer one means pg_locks could not be read (the server
+/// was stopped or restarting), and nothing seen then decides a stretch's length.
+pub(crate) fn sampling_gap(b: &Bounds) -> f64 {
+    ms_of(2 * b.sample + b.slack)
+}
+
 /// LOCK-3 (one half): the spec's query never shows more than one granted row for the key. It
 /// counts rows of any mode: the spec's exclusive lock is never granted twice, but the key taken
 /// in the shared form (`pg_try_advisory_lock_shared`) is granted to every replica that asks,
@@ -715,7 +722,7 @@ pub fn one_lock_row(entries: &[Entry]) -> Check {
 /// key or in another form leaves it empty all along. Unknown without gauges (below level 1).
 pub fn lock_row_while_leading(entries: &[Entry], b: &Bounds) -> Check {
     let mut sum: Option<i64> = None;
-    let (mut wrong, mut compared) = (spans::Stretches::new(), 0usize);
+    let (mut wrong, mut compared) = (spans::Stretches::sampled(sampling_gap(b)), 0usize);
     for e in entries {
         match &e.what {
             What::Gauges { values, .. } => {
@@ -774,7 +781,7 @@ pub fn gauge_matches_locks_at(entries: &[Entry], b: &Bounds, level: Level) -> Ch
     let mut lock_holder: Option<Option<String>> = None;
     let mut lock_at = 0.0f64;
     // A pg_locks sample older than this (the server was down or unreachable) tells nothing.
-    let stale_ms = (2 * b.sample + b.slack).as_secs_f64() * 1000.0;
+    let stale_ms = sampling_gap(b);
     let mut wrong = spans::Stretches::new();
     let (mut compared, mut undecided) = (0usize, 0usize);
     let mut judge = history::Rows::new(entries, b);
@@ -1538,6 +1545,44 @@ pub(crate) mod tests {
             locks(1000.0, Some("a")),
         ];
         let c = gauge_matches_locks(&fresh, &bounds());
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    }
+
+    /// LOCK-3's half that asks for the row: a leader by its gauge whose row went, and the
+    /// server stopped just after (CI chaos seed 9): no pg_locks sample for 1.3 s while the
+    /// leader demotes. Nothing was seen in the gap; sampled all along, the same gauge without
+    /// a row is a leader without its lock.
+    #[test]
+    fn a_leader_without_its_row_is_judged_where_pg_locks_was_read() {
+        let locks = |t_ms: f64, held: bool| Entry {
+            t_ms,
+            what: What::Locks {
+                rows: if held {
+                    vec![(1, true, "a".to_owned())]
+                } else {
+                    vec![]
+                },
+            },
+        };
+        let samples = |from: f64, to: f64, gauge: i64, held: bool| {
+            let mut t = from;
+            let mut v = Vec::new();
+            while t < to {
+                v.push(gauges(t, &[("a", gauge), ("b", 0)]));
+                v.push(locks(t + 1.0, held));
+                t += 20.0;
+            }
+            v
+        };
+        let mut gap = samples(0.0, 200.0, 1, true);
+        gap.extend(samples(200.0, 240.0, 1, false));
+        gap.extend(samples(1500.0, 1700.0, 0, false));
+        let c = lock_row_while_leading(&gap, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        let mut seen = samples(0.0, 200.0, 1, true);
+        seen.extend(samples(200.0, 1500.0, 1, false));
+        seen.extend(samples(1500.0, 1700.0, 0, false));
+        let c = lock_row_while_leading(&seen, &bounds());
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 

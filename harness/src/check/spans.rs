@@ -2,7 +2,9 @@
 //! sum of 2), for checks that allow a wrong stretch up to some length. A stretch ends only when
 //! the condition has held again for [`SETTLED`] decided samples in a row, so that a condition
 //! wrong every other sample (a flapping gauge) makes one long stretch, not many short ones: a
-//! single right sample does not reset the tolerance.
+//! single right sample does not reset the tolerance. A stretch is what was seen: where the
+//! samples stop for a while (the server was down and pg_locks could not be read), an open
+//! stretch ends at the last sample before the gap ([`Stretches::sampled`]).
 
 /// How many decided samples in a row must be right before a wrong stretch ends: three (the
 /// first of them is where it ended). At the harness's sampling period of T/10, 0.2 to 0.3T of
@@ -19,6 +21,10 @@ pub struct Stretches {
     /// in a row.
     right: Option<(f64, usize)>,
     done: Vec<(f64, f64)>,
+    /// The longest gap between two samples that still continues a stretch, if any.
+    gap: Option<f64>,
+    /// The last sample, wrong or right.
+    last: Option<f64>,
 }
 
 impl Stretches {
@@ -27,15 +33,37 @@ impl Stretches {
         Self::default()
     }
 
+    /// No stretch yet, of samples taken every so often: a sample that comes more than
+    /// `gap_ms` after the one before it first ends an open stretch at that one, since nothing
+    /// was seen in between.
+    pub fn sampled(gap_ms: f64) -> Self {
+        Self {
+            gap: Some(gap_ms),
+            ..Self::default()
+        }
+    }
+
+    /// Ends an open stretch at the last sample if `t_ms` comes more than the gap after it.
+    fn seen(&mut self, t_ms: f64) {
+        if let (Some(gap), Some(last)) = (self.gap, self.last) {
+            if t_ms - last > gap {
+                self.undecided(last);
+            }
+        }
+        self.last = Some(self.last.map_or(t_ms, |l| l.max(t_ms)));
+    }
+
     /// A sample where the condition was wrong, from `from_ms` on (a sample's own time, or
     /// earlier where the sample knows when it went wrong); an open stretch keeps its start.
     pub fn wrong(&mut self, from_ms: f64) {
+        self.seen(from_ms);
         self.since.get_or_insert(from_ms);
         self.right = None;
     }
 
     /// A sample at `t_ms` where the condition held.
     pub fn right(&mut self, t_ms: f64) {
+        self.seen(t_ms);
         let Some(since) = self.since else {
             return;
         };
@@ -115,6 +143,24 @@ mod tests {
         s.undecided(70.0);
         assert_eq!(s.open_since(), None);
         assert_eq!(s.finish(100.0), [(10.0, 20.0), (50.0, 60.0)]);
+    }
+
+    #[test]
+    fn a_gap_in_the_samples_ends_a_stretch_at_the_last_sample_before_it() {
+        let mut s = Stretches::sampled(50.0);
+        s.wrong(10.0);
+        s.wrong(20.0);
+        s.wrong(500.0);
+        s.wrong(520.0);
+        s.right(540.0);
+        s.right(560.0);
+        s.right(580.0);
+        assert_eq!(s.finish(600.0), [(10.0, 20.0), (500.0, 540.0)]);
+        // Without a gap, one stretch.
+        let mut s = Stretches::new();
+        s.wrong(10.0);
+        s.wrong(500.0);
+        assert_eq!(s.finish(600.0), [(10.0, 600.0)]);
     }
 
     #[test]
