@@ -72,11 +72,12 @@ pub fn main() -> ExitCode {
             Command::Reap(args) => crate::workbench::reaper::reap(args).await,
         }
     });
+    crate::topology::cleanup::wait_if_closing();
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("harness: error: {e:#}");
-            ExitCode::FAILURE
+            crate::exit::code_of(&e)
         }
     }
 }

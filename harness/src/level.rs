@@ -93,6 +93,9 @@ pub enum Need {
     /// each replica said on the wire: a need of the topology, not of the program (upstream
     /// Toxiproxy keeps none).
     Wire,
+    /// Servers that start: this run's could not (Docker, an image, a port), so nothing of the
+    /// scenario ran; its check says why. A need of the machine, not of the program.
+    Setup,
 }
 
 impl fmt::Display for Need {
@@ -103,6 +106,7 @@ impl fmt::Display for Need {
             Need::InProcess => f.write_str("an in-process test (the elector's own tests)"),
             Need::Postgres(v) => write!(f, "PostgreSQL {v} or later (a replica's postgres_from)"),
             Need::Wire => f.write_str("the harness's proxy (its wire journal)"),
+            Need::Setup => f.write_str("servers that start (Docker, the images, free ports)"),
         }
     }
 }
@@ -116,6 +120,7 @@ impl Need {
             Need::InProcess => 101,
             Need::Postgres(v) => 50u8.saturating_add(u8::try_from(v).unwrap_or(u8::MAX)),
             Need::Wire => 40,
+            Need::Setup => 102,
         }
     }
 
@@ -125,7 +130,7 @@ impl Need {
             Need::Level(l) => l <= level,
             Need::OwnReplica => ours,
             Need::InProcess => false,
-            Need::Postgres(_) | Need::Wire => true,
+            Need::Postgres(_) | Need::Wire | Need::Setup => true,
         }
     }
 
@@ -137,6 +142,7 @@ impl Need {
             Need::InProcess => "in-process test only".to_owned(),
             Need::Postgres(v) => format!("needs PostgreSQL {v}+"),
             Need::Wire => "needs the harness's proxy".to_owned(),
+            Need::Setup => "setup failed".to_owned(),
         }
     }
 }

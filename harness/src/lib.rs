@@ -30,6 +30,7 @@ pub mod clauses;
 pub mod cli;
 pub mod decidable;
 pub mod event;
+pub mod exit;
 pub mod fault;
 pub mod flags;
 pub mod in_process;

@@ -11,6 +11,7 @@ use clap::Args;
 use tokio::time::Instant;
 
 use crate::check::{Check, Measure, Verdict};
+use crate::exit::Failure;
 use crate::level::Need;
 use crate::replica::program::Program;
 use crate::report::{ClauseVerdict, Report, Source};
@@ -178,8 +179,8 @@ pub fn load_from(names: &[String], dir: &Path) -> anyhow::Result<Vec<Scenario>> 
 
 /// Runs the suite; the exit code is non-zero when any clause fails.
 pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    args.validate()?;
-    let scenarios = load(&args)?;
+    args.validate().context(Failure::Usage)?;
+    let scenarios = load(&args).context(Failure::Usage)?;
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     let images = Images::from(&args.images);
     let binary = std::env::current_exe().context("locating the harness binary")?;
@@ -187,13 +188,14 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         return compare(&args, &scenarios, seed, &binary).await;
     }
     if !args.pg.is_empty() {
-        return versions(&args, &scenarios, seed, args.program.program(binary)?).await;
+        let program = args.program.program(binary).context(Failure::Usage)?;
+        return versions(&args, &scenarios, seed, program).await;
     }
     let opts = RunOptions {
         t: args.t,
         seed,
         out: args.out.clone(),
-        program: args.program.program(binary)?,
+        program: args.program.program(binary).context(Failure::Usage)?,
         images,
         slack: args.slack,
         repeat: 1,
@@ -217,14 +219,17 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// Writes `report` to `out`, prints its summary line, and exits non-zero when a clause failed.
 pub(crate) fn conclude_report(report: &Report, out: &Path) -> anyhow::Result<ExitCode> {
-    report.write(out)?;
+    report.write(out).context(Failure::Report)?;
+    let setup: Vec<(&str, &str)> = report.setup_failures().collect();
+    if let Some((scenario, why)) = setup.first() {
+        eprintln!(
+            "harness run: {} scenario(s) not run, their servers could not start; {scenario}: {why}",
+            setup.len()
+        );
+    }
     println!("{}", report.summary_line());
     println!("report: {}", out.join("report.md").display());
-    Ok(if report.failed() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(crate::exit::of_run(report.failed(), report.setup_failed()))
 }
 
 /// The report of every scenario run `--repeat` times with `opts.program`. The elector's tests
@@ -278,7 +283,8 @@ async fn compare(
     binary: &Path,
 ) -> anyhow::Result<ExitCode> {
     use crate::report::compare::{self, Comparison};
-    let impls = crate::replica::program::implementations(&args.implementations, binary)?;
+    let impls = crate::replica::program::implementations(&args.implementations, binary)
+        .context(Failure::Usage)?;
     let mut implementations = Vec::new();
     for i in impls {
         eprintln!("harness run: {} ({})", i.name, i.program.summary());
@@ -378,16 +384,13 @@ pub(crate) fn conclude(
     comparison: &crate::report::compare::Comparison,
     out: &Path,
 ) -> anyhow::Result<ExitCode> {
-    comparison.write(out)?;
+    comparison.write(out).context(Failure::Report)?;
     for line in comparison.summary_lines() {
         println!("{line}");
     }
     println!("report: {}", out.join("report.html").display());
-    Ok(if comparison.failed() {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    let setup_failed = (comparison.implementations.iter()).any(|i| i.report.setup_failed());
+    Ok(crate::exit::of_run(comparison.failed(), setup_failed))
 }
 
 /// Runs every scenario `repeat` times, `jobs` scenarios at once (each on servers and replicas
@@ -506,6 +509,16 @@ async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
     }
     match run::run(s, opts).await {
         Ok(outcome) => outcome.source,
+        Err(e) if Failure::of(&e) == Some(Failure::Setup) => Source {
+            name: s.name.clone(),
+            seconds: 0.0,
+            checks: vec![Check {
+                needs: Some(Need::Setup),
+                ..Check::new("scenario ran", &[], Verdict::Unknown, format!("{e:#}"))
+            }
+            .with_clauses(&s.clauses)],
+            evidence: None,
+        },
         Err(e) if e.is::<run::ServerTooOld>() => {
             let needs = e.downcast_ref::<run::ServerTooOld>().map(|o| o.needs);
             Source {

@@ -158,7 +158,8 @@ impl SeedRun {
 /// # Errors
 /// Bad flags, or a seed's topology could not start.
 pub async fn main(args: ChaosArgs) -> anyhow::Result<ExitCode> {
-    args.validate()?;
+    use crate::exit::Failure;
+    args.validate().context(Failure::Usage)?;
     let first = args
         .seed
         .unwrap_or_else(|| fastrand::u64(..=i64::MAX as u64));
@@ -166,9 +167,9 @@ pub async fn main(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     if !args.implementations.is_empty() {
         return compare(&args, first, &binary).await;
     }
-    let program = args.program.program(binary)?;
+    let program = args.program.program(binary).context(Failure::Usage)?;
     let soak = run_seeds(&args, &program, &args.out, &Seeds::Flags(first)).await?;
-    soak.report.write(&args.out)?;
+    soak.report.write(&args.out).context(Failure::Report)?;
     println!("{}", soak.report.summary_line());
     println!("report: {}", args.out.join("report.html").display());
     Ok(if soak.violating.is_empty() {

@@ -35,6 +35,7 @@ use super::api::{ControlReply, ControlRequest, LeaderInfo, ReadyReport, WorkerIn
 use super::control::{LoopMode, WorkerMode};
 use super::program::{Level, Program, Values};
 use crate::event::{EventLine, ReplicaEvent};
+use crate::topology::cleanup::{Registration, Resource};
 
 /// How long an HTTP call to a replica may take: short, so a SIGSTOPped replica cannot hang the
 /// caller.
@@ -277,6 +278,9 @@ struct Incarnation {
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     readers: Vec<JoinHandle<()>>,
     status: Option<ExitStatus>,
+    /// The child's pid in the signal guard's registry while this lives: a SIGINT or SIGTERM of
+    /// the harness kills it (a program other than ours does not die with its parent).
+    _registered: Registration,
 }
 
 /// A replica process started by the harness. Dropping it SIGKILLs and reaps the child.
@@ -809,6 +813,7 @@ async fn start(
     history: &History,
     http: &reqwest::Client,
 ) -> anyhow::Result<Incarnation> {
+    crate::topology::cleanup::refuse_if_closing(&format!("replica {}", spec.name))?;
     let mut child = command(program, spec)?
         .spawn()
         .with_context(|| format!("cannot start replica {}: {}", spec.name, program.describe()))?;
@@ -863,6 +868,7 @@ async fn start(
         stderr_tail,
         readers: vec![stdout_reader, stderr_reader],
         status: None,
+        _registered: Registration::new(Resource::Pid(pid)),
     };
     let started = match program.level() {
         Level::Events => wait_started(history, mark, &mut incarnation, spec.start_timeout)

@@ -217,6 +217,21 @@ impl Report {
         self.counts().1 > 0
     }
 
+    /// Whether a scenario did not run because its servers could not start (the run exits 3
+    /// then, unless a clause failed: [`crate::exit::of_run`]).
+    pub fn setup_failed(&self) -> bool {
+        self.setup_failures().next().is_some()
+    }
+
+    /// Each scenario that did not run because its servers could not start, with why.
+    pub fn setup_failures(&self) -> impl Iterator<Item = (&str, &str)> {
+        (self.sources.iter()).flat_map(|s| {
+            (s.checks.iter())
+                .filter(|c| c.needs == Some(crate::level::Need::Setup))
+                .map(|c| (s.name.as_str(), c.message.as_str()))
+        })
+    }
+
     /// The JUnit XML: a suite per scenario (a case per check) and a suite of clauses.
     pub fn junit(&self) -> String {
         let mut report = quick_junit::Report::new("conformance");

@@ -11,8 +11,9 @@
 //! progress (parallel test processes included). A resource from another boot or host (another
 //! boot id) is stale once older than [`FOREIGN_MAX_AGE`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -41,12 +42,14 @@ pub fn owner() -> &'static str {
     static OWNER: OnceLock<String> = OnceLock::new();
     OWNER.get_or_init(|| {
         let pid = std::process::id();
-        format!(
-            "{}/{pid}/{}",
-            boot_id(),
-            start_time(pid).unwrap_or_default()
-        )
+        owner_of(pid).unwrap_or_else(|| format!("{}/{pid}/0", boot_id()))
     })
+}
+
+/// The owner string of a live process `pid` (as [`owner`] is this process's): what its
+/// resources carry as [`LABEL_OWNER`]. `None` once it has ended.
+pub fn owner_of(pid: u32) -> Option<String> {
+    Some(format!("{}/{pid}/{}", boot_id(), start_time(pid)?))
 }
 
 fn boot_id() -> String {
@@ -124,6 +127,9 @@ pub enum SweepScope {
     Stale,
     /// Those of one run, whoever owns them.
     Run(String),
+    /// Those of this process (the signal guard's: a container still starting is not
+    /// registered yet, but it carries this process's owner label from its creation).
+    Mine,
 }
 
 /// Removes the harness's containers and networks in `scope` (Docker, when a daemon answers) and
@@ -146,6 +152,7 @@ fn selected(labels: Option<&HashMap<String, String>>, scope: &SweepScope) -> boo
     let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
     match scope {
         SweepScope::Run(run) => get(LABEL_RUN) == Some(run.as_str()),
+        SweepScope::Mine => get(LABEL_OWNER) == Some(owner()),
         SweepScope::Stale => owner_is_gone(
             get(LABEL_OWNER),
             get(LABEL_CREATED).and_then(|c| c.parse().ok()),
@@ -244,6 +251,7 @@ fn sweep_local_dirs(scope: &SweepScope) -> Vec<PathBuf> {
             .map(|d| d.as_secs());
         let doomed = match scope {
             SweepScope::Run(r) => r == run,
+            SweepScope::Mine => owner.as_deref().map(str::trim) == Some(self::owner()),
             SweepScope::Stale => owner_is_gone(owner.as_deref().map(str::trim), created),
         };
         if doomed {
@@ -296,7 +304,8 @@ pub(crate) fn pid_line(pid: u32) -> String {
 struct Registry {
     containers: BTreeSet<String>,
     networks: BTreeSet<String>,
-    pids: BTreeSet<u32>,
+    /// Each process with its start time when registered (so a reused pid is left alone).
+    pids: BTreeMap<u32, Option<u64>>,
     dirs: BTreeSet<PathBuf>,
 }
 
@@ -328,7 +337,7 @@ pub(crate) fn register(resource: Resource) {
             r.networks.insert(n);
         }
         Resource::Pid(p) => {
-            r.pids.insert(p);
+            r.pids.insert(p, start_time(p));
         }
         Resource::Dir(d) => {
             r.dirs.insert(d);
@@ -354,8 +363,61 @@ pub(crate) fn unregister(resource: &Resource) {
     });
 }
 
+/// A registered resource, forgotten when dropped: a process the harness started, from its
+/// spawn until it is reaped.
+#[derive(Debug)]
+pub(crate) struct Registration(Resource);
+
+impl Registration {
+    /// Registers `resource` until the returned value is dropped.
+    pub(crate) fn new(resource: Resource) -> Self {
+        register(resource.clone());
+        Self(resource)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        unregister(&self.0);
+    }
+}
+
+/// Set by the signal guard when a signal came: nothing new is created from then on.
+static CLOSING: AtomicBool = AtomicBool::new(false);
+
+/// How long the guard waits, after its first removal, for a creation that was already under
+/// way when the signal came (a Docker create call answered after the first sweep listed), before
+/// it removes what this process owns once more.
+const IN_FLIGHT: Duration = Duration::from_millis(500);
+
+/// Fails once a signal is being handled: called before a container, network or process is
+/// created, so that the guard's removal is not raced by new ones.
+///
+/// # Errors
+/// The signal guard is removing this process's resources.
+pub fn refuse_if_closing(what: &str) -> anyhow::Result<()> {
+    if CLOSING.load(Ordering::SeqCst) {
+        anyhow::bail!("not starting {what}: the harness is shutting down on a signal");
+    }
+    Ok(())
+}
+
+/// Never returns while the signal guard is at work (it ends the process with `128 + signal`
+/// once everything is removed): the main thread calls it before it ends the process, so that a
+/// run that failed because the guard killed its replicas, or refused to start a container, does
+/// not exit under the guard with status 1 and a half-done removal.
+pub fn wait_if_closing() {
+    if CLOSING.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 /// Installs (once per process) a thread that, on SIGINT, SIGTERM or SIGHUP, removes every
-/// registered container, network, process and directory, then exits with `128 + signal`.
+/// registered container, network, process and directory, and every container and network
+/// labelled with this process as their owner (those still starting), then exits with
+/// `128 + signal`.
 ///
 /// Installing it replaces the default action of those signals for the whole process: a caller
 /// that handles them itself (and calls `Topology::shutdown`) does not install it.
@@ -409,8 +471,19 @@ pub fn install_signal_guard() {
     });
 }
 
-/// Removes everything registered (the guard's work).
+/// Removes everything registered and everything labelled as this process's (the guard's work):
+/// new creations are refused first, the ones under way get [`IN_FLIGHT`] to show, and are then
+/// removed too.
 async fn remove_registered() {
+    CLOSING.store(true, Ordering::SeqCst);
+    remove_registered_now().await;
+    let _ = sweep(SweepScope::Mine).await;
+    tokio::time::sleep(IN_FLIGHT).await;
+    remove_registered_now().await;
+    let _ = sweep(SweepScope::Mine).await;
+}
+
+async fn remove_registered_now() {
     let (containers, networks, pids, dirs) = {
         let r = registry().lock().unwrap_or_else(|p| p.into_inner());
         (
@@ -420,8 +493,10 @@ async fn remove_registered() {
             r.dirs.clone(),
         )
     };
-    for pid in pids {
-        kill_pid(pid);
+    for (pid, start) in pids {
+        if start_time(pid) == start {
+            kill_pid(pid);
+        }
     }
     if let Ok(docker) = Docker::connect_with_defaults() {
         futures::future::join_all(containers.iter().map(|id| remove_container(&docker, id))).await;

@@ -203,6 +203,7 @@ impl DockerServices {
 
         let clock = Instant::now();
         let network = format!("elector-{run}");
+        cleanup::refuse_if_closing("the Docker network")?;
         docker
             .create_network(NetworkCreateRequest {
                 name: network.clone(),
@@ -264,6 +265,7 @@ impl DockerServices {
                 }
                 pg = pg.with_cmd(cmd);
             }
+            cleanup::refuse_if_closing("PostgreSQL")?;
             let c = pg
                 .start()
                 .await
@@ -287,6 +289,7 @@ impl DockerServices {
             for i in 0..options.proxy_ports.min(MAX_PROXY_PORTS) {
                 image = image.with_exposed_port((FIRST_PROXY_PORT + i).tcp());
             }
+            cleanup::refuse_if_closing("Toxiproxy")?;
             // Upstream's semantics (the default): `partition` holds closes with a `slow_close`,
             // so it needs no partition mode, and the upstream image gives the same results.
             let c = image
@@ -324,6 +327,7 @@ impl DockerServices {
             let postgres_name = postgres_name.clone();
             async move {
                 let clock = Instant::now();
+                cleanup::refuse_if_closing("PgBouncer")?;
                 let c =
                     GenericImage::new(images.pgbouncer.name.clone(), images.pgbouncer.tag.clone())
                         .with_exposed_port(POSTGRES_PORT.tcp())
@@ -608,11 +612,17 @@ async fn remove_all(containers: Containers, network: String) {
 /// # Errors
 /// Docker did not answer.
 pub async fn count_labelled(run: &str) -> anyhow::Result<(usize, usize)> {
+    count_with_label(cleanup::LABEL_RUN, run).await
+}
+
+/// Counts the containers and networks whose label `key` is `value` (for tests and
+/// diagnostics: [`cleanup::LABEL_OWNER`] and [`cleanup::owner_of`] find a process's).
+///
+/// # Errors
+/// Docker did not answer.
+pub async fn count_with_label(key: &str, value: &str) -> anyhow::Result<(usize, usize)> {
     let docker = docker().await?;
-    let filter = HashMap::from([(
-        "label".to_owned(),
-        vec![format!("{}={run}", cleanup::LABEL_RUN)],
-    )]);
+    let filter = HashMap::from([("label".to_owned(), vec![format!("{key}={value}")])]);
     let containers = docker
         .list_containers(Some(bollard::query_parameters::ListContainersOptions {
             all: true,

@@ -7,6 +7,7 @@
 
 mod cleanup;
 mod common;
+mod exit_codes;
 mod faults;
 mod local;
 mod pgbouncer;

@@ -138,7 +138,8 @@ impl Session {
         let began = Instant::now();
         let t = scenario.interval(opts.t);
         let tick = scenario.tick.map_or(t, |s| s.at(t));
-        let evidence = Evidence::create(&opts.out, opts.evidence_dir(&scenario.name))?;
+        let evidence = Evidence::create(&opts.out, opts.evidence_dir(&scenario.name))
+            .map_err(|e| e.context(crate::exit::Failure::Report))?;
         let stage = Stage::start(scenario, topology, &opts.program, (t, tick), &evidence).await?;
         let bounds = Bounds {
             t,

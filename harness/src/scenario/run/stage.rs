@@ -97,7 +97,7 @@ impl Stage {
             .proxies(scenario.replicas.len());
         let topology = Topology::start(config)
             .await
-            .context("starting the topology")?;
+            .context(crate::exit::Failure::Setup)?;
         let observer = Arc::new(Observer::new(&topology));
         server_new_enough(scenario, &observer).await?;
         observer
