@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of the elector (issue 8, "Tests that can fail"), file by file: every mutant of
+# Mutation testing of the elector (a test decides a clause only if it fails when that clause's
+# behaviour breaks), file by file: every mutant of
 # a file of elector/src runs against the tests that exercise that file (on real PostgreSQL; the
 # table below). With MUTANTS_CONFIRM=1 a mutant those miss runs again against every elector
 # test (about 2 min each here), so a "missed" is missed by the whole suite. Slow (about an hour
@@ -23,6 +24,7 @@ lib='binary_id(elector)'
 # The tests that exercise each file (nextest filtersets). The lib's unit tests run first (they
 # take milliseconds), then the integration tests in name order; fail-fast ends a caught mutant.
 declare -A focus=(
+  [attempt]="$lib | test(/^fence::|^lock::|^run::|^wake::|^pre14::|^who::/)"
   [config]="$lib | test(/^config::|^metrics::check_interval|^orphan::idle_session/)"
   [elector]="$lib | test(/^fence::|^term_do::|^metrics::|^orphan::a_frozen|^leadership::|^lock::|^config::|^run::concurrent/)"
   [gate]="$lib | test(/^launchers::/)"
@@ -38,6 +40,7 @@ declare -A focus=(
   [ticker]="$lib | test(/^launchers::/)"
   [wake]="$lib | test(/^wake::/)"
   [while_leader]="$lib | test(/^launchers::while_leader/)"
+  [who]="$lib | test(/^who::/)"
 )
 # Every elector test but the CFG-1 compile-fail test (it builds a crate of its own for minutes
 # and decides a type, not a behaviour).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: checks (and installs what it can of) its prerequisites, builds the
-# local images (skipped when up to date), checks the format and lints, then runs every test
-# against real containers through nextest, and the doctests.
+# local images (skipped when up to date), checks the format and lints, runs the doctests, then
+# every test against real containers through nextest, whose summary ends the output.
 #   ci/test.sh [nextest filter args...]
 # The CI workflow splits the same work over machines (docs/gate.md):
 #   ci/test.sh --archive FILE                     format, lints, doctests, and every test binary
@@ -42,8 +42,9 @@ case $mode in
   all)
     run_tests
     checks
-    cargo nextest run --workspace --profile "$profile" "$@"
-    cargo test --workspace --doc --quiet ;;
+    # The doctests first, so that the run ends with nextest's summary (README).
+    cargo test --workspace --doc --quiet
+    cargo nextest run --workspace --profile "$profile" "$@" ;;
   archive)
     prereqs cargo openssl lints nextest
     checks

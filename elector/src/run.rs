@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::time::{interval, MissedTickBehavior};
+use tokio_postgres::error::SqlState;
 use tokio_util::sync::CancellationToken;
 
 use crate::attempt::{answer, Answer};
@@ -40,14 +41,16 @@ impl Elector {
         let mut ticks = interval(inner.interval);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut held: Option<LockSession> = None;
-        // X-WAKE: the standby's session queued on the key, when waking is on.
+        // X-WAKE: the standby's session queued on the key, when waking is on, and how many in a
+        // row broke before their grant.
         let mut waiter: Option<Waiter> = None;
+        let mut broken = Broken::default();
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
                 granted = Waiter::granted(&mut waiter) => {
-                    held = woken(inner, granted);
+                    held = woken(inner, granted, &mut broken);
                     continue;
                 }
                 _ = ticks.tick() => {}
@@ -74,6 +77,7 @@ impl Elector {
             match (&held, &inner.waiting) {
                 (None, Some(statement)) if waiter.is_none() => {
                     waiter = Some(Waiter::start(inner, statement.clone()));
+                    broken.since = tokio::time::Instant::now();
                 }
                 (Some(_), _) => waiter = None,
                 _ => {}
@@ -87,13 +91,56 @@ impl Elector {
     }
 }
 
+/// How many queued sessions in a row may break soon after they queued before each further one
+/// is logged at WARN: one breaks now and then (a server restart ends it), but a wake-up that
+/// keeps failing (a setting or a pooler that cancels every attempt) is silently a standby that
+/// polls, opening and closing a backend every T.
+const BROKEN_WAITERS_WARN: u32 = 3;
+
+/// X-WAKE: the queued sessions that broke in a row, each within 2·T of queuing.
+#[derive(Debug)]
+struct Broken {
+    /// How many.
+    count: u32,
+    /// When the current queued session started.
+    since: tokio::time::Instant,
+}
+
+impl Default for Broken {
+    fn default() -> Self {
+        Self {
+            count: 0,
+            since: tokio::time::Instant::now(),
+        }
+    }
+}
+
 /// X-WAKE: the queued session was granted the key (a term begins), or broke (a new one queues
 /// at the next check, which still runs every T).
-fn woken(inner: &Arc<Inner>, granted: Result<Grant, Error>) -> Option<LockSession> {
+fn woken(
+    inner: &Arc<Inner>,
+    granted: Result<Grant, Error>,
+    broken: &mut Broken,
+) -> Option<LockSession> {
     match granted {
-        Ok(grant) => Some(lead(inner, grant)),
+        Ok(grant) => {
+            broken.count = 0;
+            Some(lead(inner, grant))
+        }
         Err(e) => {
-            tracing::debug!(error = %e, "background leader: the queued attempt ended: {e}");
+            let soon = broken.since.elapsed() <= 2 * inner.interval;
+            broken.count = if soon {
+                broken.count.saturating_add(1)
+            } else {
+                1
+            };
+            if broken.count >= BROKEN_WAITERS_WARN {
+                tracing::warn!(error = %e, broken = broken.count,
+                    "background leader: the queued attempt keeps failing, so waking is off until \
+                     one holds; the checks every T still run: {e}");
+            } else {
+                tracing::debug!(error = %e, "background leader: the queued attempt ended: {e}");
+            }
             None
         }
     }
@@ -177,7 +224,7 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
     let t = inner.interval;
     let loan = Loan::borrow(&inner.pool, t).await?;
     if let Some(ready) = inner.fence.as_ref().filter(|r| !r.load(Ordering::SeqCst)) {
-        loan.query(crate::sql::CREATE_FENCE, t).await?;
+        fence_ready(&loan, t).await?;
         ready.store(true, Ordering::SeqCst);
     }
     let sent = tokio::time::Instant::now();
@@ -205,5 +252,25 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
             loan.give_back();
             Err(Error::SharedSession)
         }
+    }
+}
+
+/// X-FENCE: makes sure the fence's sequence exists, once per elector: asked first, so that a
+/// role that may not create it but was granted it leads; created when missing, and a replica
+/// that created it at the same moment (a duplicate on the catalog) counts as done.
+async fn fence_ready(loan: &Loan, t: std::time::Duration) -> Result<(), Error> {
+    let exists = loan.query(crate::sql::FENCE_EXISTS, t).await?;
+    if crate::session::first_value(&exists).as_deref() == Some("t") {
+        return Ok(());
+    }
+    match loan.query(crate::sql::CREATE_FENCE, t).await {
+        Err(Error::Db(e))
+            if [SqlState::DUPLICATE_TABLE, SqlState::UNIQUE_VIOLATION]
+                .iter()
+                .any(|c| e.code() == Some(c)) =>
+        {
+            Ok(())
+        }
+        created => created.map(drop),
     }
 }

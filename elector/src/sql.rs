@@ -136,13 +136,25 @@ fn attempt(
 
 /// X-FENCE: the sequence a fencing elector draws each term's token from. A sequence only
 /// grows (`nextval` never hands out a value twice, never goes back, and survives restarts of
-/// the server and of every replica), and costs one call per grant, none per check.
-pub const FENCE_SEQUENCE: &str = "plexsphere_background_leader_fence";
+/// the server and of every replica), and costs one call per grant, none per check. It is named
+/// with its schema everywhere, so that roles with different `search_path`s share one sequence
+/// and their tokens compare.
+pub const FENCE_SEQUENCE: &str = "public.plexsphere_background_leader_fence";
 
-/// X-FENCE: creates [`FENCE_SEQUENCE`] when it is missing. A fencing elector sends it once,
-/// before its first attempt (it needs the right to create a sequence in the search path's
-/// first schema; create it ahead with this statement where replicas lack that right).
-pub const CREATE_FENCE: &str = "CREATE SEQUENCE IF NOT EXISTS plexsphere_background_leader_fence";
+/// X-FENCE: whether [`FENCE_SEQUENCE`] exists, asked before [`CREATE_FENCE`]: `CREATE SEQUENCE
+/// IF NOT EXISTS` checks the right to create in the schema before it checks existence, so an
+/// application role without that right (PostgreSQL 15 and later grant none on `public`) fails
+/// it even when the sequence was created ahead. Answers `t` or `f`.
+pub const FENCE_EXISTS: &str =
+    "SELECT to_regclass('public.plexsphere_background_leader_fence') IS NOT NULL";
+
+/// X-FENCE: creates [`FENCE_SEQUENCE`]. A fencing elector sends it at most once, before its first
+/// attempt, when [`FENCE_EXISTS`] says the sequence is missing; a replica that created it at the
+/// same moment makes it fail with a duplicate, which counts as done. Where replicas lack the
+/// right to create in `public`, create it ahead with this statement and grant the application
+/// role `USAGE, SELECT` on it (`nextval` and the guard's `last_value`).
+pub const CREATE_FENCE: &str =
+    "CREATE SEQUENCE IF NOT EXISTS public.plexsphere_background_leader_fence";
 
 /// X-FENCE: the newest token handed out, as an SQL expression to compare a term's token with
 /// (`$1` below) in a write to the same database. A write guarded so lands only while no newer
@@ -150,12 +162,12 @@ pub const CREATE_FENCE: &str = "CREATE SEQUENCE IF NOT EXISTS plexsphere_backgro
 /// frozen process):
 ///
 /// ```sql
-/// INSERT INTO t (...) SELECT ... WHERE $1 = (SELECT last_value FROM plexsphere_background_leader_fence)
+/// INSERT INTO t (...) SELECT ... WHERE $1 = (SELECT last_value FROM public.plexsphere_background_leader_fence)
 /// ```
 ///
 /// For a store outside the database, keep the largest token it has seen and reject a smaller
 /// one (`UPDATE t SET ..., fence = $1 WHERE id = $2 AND fence <= $1`).
-pub const FENCE_LATEST: &str = "(SELECT last_value FROM plexsphere_background_leader_fence)";
+pub const FENCE_LATEST: &str = "(SELECT last_value FROM public.plexsphere_background_leader_fence)";
 
 /// X-FENCE: the standby's `attempt` (a [`try_lock`] statement) with a third column, the term's
 /// token: `nextval` of [`FENCE_SEQUENCE`], drawn only on a grant (`granted` or `unbounded`),
@@ -164,7 +176,7 @@ pub const FENCE_LATEST: &str = "(SELECT last_value FROM plexsphere_background_le
 pub fn fenced(attempt: &str) -> String {
     format!(
         "SELECT attempt.answer, attempt.pid, CASE WHEN attempt.answer IN ('granted', 'unbounded') \
-         THEN nextval('plexsphere_background_leader_fence') END \
+         THEN nextval('public.plexsphere_background_leader_fence') END \
          FROM ({attempt} OFFSET 0) AS attempt(answer, pid)"
     )
 }
@@ -207,11 +219,32 @@ pub const PING_SESSION: &str = "SELECT pg_backend_pid()";
 pub const PING_VERIFY: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
 AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted)";
 
+/// X-WAKE: the settings of a standby's queued session, set once before it queues. A queued
+/// attempt is a running statement, and a running statement holds a snapshot: VACUUM keeps every
+/// row version it might see, in every table of the database, for as long as it waits. With
+/// `lock_timeout` = `wait_ms` the attempt gives up after that long (SQLSTATE 55P03) and queues
+/// again at once with a fresh snapshot, so the xmin horizon it holds back is never older than
+/// `wait_ms`. `statement_timeout` is turned off on this session alone, so that a role's or a
+/// database's own (a common safety setting) does not cancel every attempt (the waiter's own
+/// `lock_timeout` overrides theirs the same way).
+pub fn waiter_settings(wait_ms: u32) -> String {
+    format!("SET lock_timeout = {wait_ms}; SET statement_timeout = 0")
+}
+
 /// X-WAKE: ends a standby's queued attempt that its elector gave up (it led by polling, it
 /// shut down): a session that waits in the lock queue does not notice its client's close
 /// before it is granted, so the elector ends it by its pid (a backend of its own role).
+///
+/// The pid was learned in a statement of its own, before the session queued: behind a pooler,
+/// or once that backend ended and its pid was handed out again, it may name another client's
+/// session, or the leader's lock session. So the backend is ended only while `pg_locks` shows it
+/// waiting on the key; any other is left alone.
 pub fn end_waiter(backend_pid: i32) -> String {
-    format!("SELECT pg_terminate_backend({backend_pid})")
+    format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE pid = {backend_pid} \
+         AND locktype = 'advisory' AND classid = 1886156915 AND objid = 1 AND objsubid = 2 \
+         AND NOT granted"
+    )
 }
 
 /// Graceful release (RUN-6): the spec's `pg_advisory_unlock`, and the session marker cleared in

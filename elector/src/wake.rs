@@ -18,6 +18,7 @@
 use std::sync::{Arc, OnceLock};
 
 use tokio::time::Instant;
+use tokio_postgres::error::SqlState;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::attempt::{answer, Answer};
@@ -95,8 +96,9 @@ impl Drop for Waiter {
     }
 }
 
-/// The waiter's task: borrow and detach a session, learn its pid, send the queued attempt,
-/// and on its grant confirm the lease with one check.
+/// The waiter's task: borrow and detach a session, learn its pid, bound its snapshot's age
+/// ([`sql::waiter_settings`]), send the queued attempt (again every T), and on its grant
+/// confirm the lease with one check.
 async fn queue(
     inner: Arc<Inner>,
     statement: Arc<str>,
@@ -108,12 +110,22 @@ async fn queue(
     let pid = (pid.as_deref().and_then(|p| p.parse::<i32>().ok()))
         .ok_or_else(|| Error::Protocol(format!("{pid:?} to the queued session's pid")))?;
     let _ = backend_pid.set(pid);
-    let sent = Instant::now();
+    let wait_ms = u32::try_from(t.as_millis()).unwrap_or(u32::MAX).max(1);
+    query(&client, &sql::waiter_settings(wait_ms), t).await?;
     tracing::debug!(
         backend_pid = pid,
         "background leader: a session queued on the lock"
     );
-    let messages = client.simple_query(&statement).await?;
+    // Given up after T (`lock_timeout`) and sent again at once: the snapshot it holds is never
+    // older than T.
+    let (messages, sent) = loop {
+        let sent = Instant::now();
+        match client.simple_query(&statement).await {
+            Ok(messages) => break (messages, sent),
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
     tracing::debug!(
         backend_pid = pid,
         "background leader: the queued session was answered"

@@ -1,4 +1,8 @@
-//! Test fixtures shared by the workspace's tests and benches (dev-only: nothing here ships).
+//! Test fixtures shared by the workspace's tests and benches, and the few facts the harness
+//! itself reads from here: the image names and PostgreSQL majors ([`images`]) and the reference
+//! page's literal text ([`spec`]: the leader-finding query, the gauge's name), so that the
+//! harness and the tests judge against one copy. The elector does not depend on this crate; the
+//! harness (a dependency, not only a dev-dependency) does.
 //!
 //! | concern | module |
 //! |---|---|

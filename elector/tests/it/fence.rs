@@ -123,3 +123,31 @@ async fn fencing_off_draws_no_token_and_creates_no_sequence() {
     assert!(!exists, "no sequence without fencing");
     halt(stop, run).await;
 }
+
+/// X-FENCE under an ordinary application role, as the README says to deploy it on PostgreSQL
+/// 15 and later (where `public` grants no CREATE): the operator creates the sequence ahead and
+/// grants the role `USAGE, SELECT` on it, nothing more. The elector must lead. Before, it sent
+/// `CREATE SEQUENCE IF NOT EXISTS` before every attempt, which checks CREATE on the schema before
+/// it checks existence: "permission denied for schema public", and no replica ever led.
+#[tokio::test]
+async fn a_fencing_elector_leads_under_a_role_that_cannot_create_the_sequence() {
+    let pg = Pg::start().await;
+    let owner = pg.observer().await;
+    owner
+        .batch_execute(
+            "CREATE ROLE app LOGIN PASSWORD 'app'; \
+             REVOKE CREATE ON SCHEMA public FROM PUBLIC; \
+             CREATE SEQUENCE public.plexsphere_background_leader_fence; \
+             GRANT USAGE, SELECT ON SEQUENCE public.plexsphere_background_leader_fence TO app",
+        )
+        .await
+        .expect("the operator's set-up");
+    let url = pg.url().replace("postgres:postgres@", "app:app@");
+    let pool = pool_for(&url, "fence-app", 4, Default::default());
+    drop(pool.get().await.expect("the application role connects"));
+    let e = Elector::new(Config::new(pool).check_interval(T).fencing(true)).expect("elector");
+    let run = spawn_run(&e);
+    until_leader(&e, 2 * T + SLACK).await;
+    assert_eq!(fence_of(&e), 1, "the first term's token");
+    halt(run.0, run.1).await;
+}

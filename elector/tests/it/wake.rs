@@ -161,3 +161,187 @@ async fn a_standby_that_stops_leaves_no_session_queued_on_the_key() {
     }
     halt(stop_a, run_a).await;
 }
+
+/// The pid of the session granted the key (the leader's lock session).
+async fn granted_pid(observer: &tokio_postgres::Client) -> i32 {
+    observer
+        .query_one(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
+             AND objid = 1 AND objsubid = 2 AND granted",
+            &[],
+        )
+        .await
+        .expect("the granted row")
+        .get(0)
+}
+
+/// The pid of the session queued on the key (the standby's waiter).
+async fn queued_pid(observer: &tokio_postgres::Client) -> i32 {
+    observer
+        .query_one(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
+             AND objid = 1 AND objsubid = 2 AND NOT granted",
+            &[],
+        )
+        .await
+        .expect("the queued session's row")
+        .get(0)
+}
+
+/// X-WAKE's cost to the database around it: a queued attempt is a running statement, and a
+/// running statement holds a snapshot (`pg_stat_activity.backend_xmin`) that VACUUM must keep
+/// every row version for. The waiter gives its attempt up and queues again every T
+/// (`lock_timeout`), so the horizon it holds back is never older than T: rows deleted while it
+/// waits are removable T later, however long the leader leads. Before, the waiter's snapshot
+/// stayed as old as the wait (by hand on PostgreSQL 15: "10000 are dead but not yet
+/// removable").
+#[tokio::test]
+async fn a_queued_standby_holds_back_vacuum_for_at_most_t() {
+    let pg = Pg::start().await;
+    let (observer, electors, running) = a_leads_b_queues(&pg).await;
+    let waiter = queued_pid(&observer).await;
+    observer
+        .batch_execute(
+            "CREATE TABLE bloat (x int); \
+             INSERT INTO bloat SELECT generate_series(1, 10000); \
+             DELETE FROM bloat",
+        )
+        .await
+        .expect("rows that die");
+    let died: i64 = observer
+        .query_one("SELECT txid_current()", &[])
+        .await
+        .expect("txid")
+        .get(0);
+    // One T for the attempt under way to give up, and 0.2·T for it to queue again and for the
+    // observer's own queries on a loaded machine.
+    tokio::time::sleep(T_WAKE + T_WAKE / 5).await;
+    let xmin: Option<i64> = observer
+        .query_one(
+            "SELECT backend_xmin::text::bigint FROM pg_stat_activity WHERE pid = $1",
+            &[&waiter],
+        )
+        .await
+        .expect("the waiter's backend")
+        .get(0);
+    assert!(
+        xmin.is_none_or(|x| x > died),
+        "the waiter still holds back the horizon to xid {xmin:?}, before the deletion ({died})"
+    );
+    observer
+        .batch_execute("VACUUM bloat")
+        .await
+        .expect("VACUUM");
+    let dead: i64 = observer
+        .query_one(
+            "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'bloat'",
+            &[],
+        )
+        .await
+        .expect("the table's statistics")
+        .get(0);
+    assert_eq!(
+        dead, 0,
+        "VACUUM left dead rows the waiter's snapshot still sees"
+    );
+    assert!(electors[0].is_leader() && !electors[1].is_leader());
+    until_queued(&observer).await;
+    assert_eq!(
+        queued_pid(&observer).await,
+        waiter,
+        "the same session queued again"
+    );
+    let [a, b] = running;
+    halt(b.0, b.1).await;
+    halt(a.0, a.1).await;
+}
+
+/// X-WAKE under a database's safety settings: `lock_timeout` and `statement_timeout` of 300 ms
+/// (0.3·T) set for the whole database would cancel every queued attempt, and the standby would
+/// open and close a backend at every check, what RUN-2 exists to prevent. The waiter sets its
+/// own on its session: one session stays queued, across 3·T.
+#[tokio::test]
+async fn database_timeouts_do_not_cancel_the_queued_attempt() {
+    let pg = Pg::start().await;
+    let setup = pg.observer().await;
+    setup
+        .batch_execute(
+            "ALTER DATABASE plexsphere SET lock_timeout = '300ms'; \
+             ALTER DATABASE plexsphere SET statement_timeout = '300ms'",
+        )
+        .await
+        .expect("database settings");
+    let (observer, electors, running) = a_leads_b_queues(&pg).await;
+    let waiter = queued_pid(&observer).await;
+    tokio::time::sleep(3 * T_WAKE).await;
+    until_queued(&observer).await;
+    assert_eq!(
+        queued_pid(&observer).await,
+        waiter,
+        "the queued session was replaced: the database's timeouts cancelled it"
+    );
+    assert!(electors[0].is_leader() && !electors[1].is_leader());
+    let [a, b] = running;
+    halt(b.0, b.1).await;
+    halt(a.0, a.1).await;
+}
+
+/// X-WAKE gives a queued session up by its pid (`sql::end_waiter`), which it learned in a
+/// statement of its own: behind a pooler, or once that backend ended and its pid was handed
+/// out again, that pid may be another client's session, or the leader's lock session. The
+/// statement ends a backend only while it waits on the key: an idle session, and the leader's
+/// lock session, survive it; the queued one does not.
+#[tokio::test]
+async fn giving_a_queued_session_up_ends_nothing_but_a_waiter_on_the_key() {
+    let pg = Pg::start().await;
+    let (observer, electors, running) = a_leads_b_queues(&pg).await;
+    let bystander = pg.observer().await;
+    let bystander_pid: i32 = bystander
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pid")
+        .get(0);
+    let leader_pid = granted_pid(&observer).await;
+    for pid in [bystander_pid, leader_pid] {
+        observer
+            .batch_execute(&elector::sql::end_waiter(pid))
+            .await
+            .expect("end_waiter runs");
+    }
+    bystander
+        .query_one("SELECT 1", &[])
+        .await
+        .expect("the bystander's session was ended");
+    tokio::time::sleep(T_WAKE / 10).await;
+    assert_eq!(
+        granted_pid(&observer).await,
+        leader_pid,
+        "the lock session was ended"
+    );
+    assert!(electors[0].is_leader());
+    let waiter = queued_pid(&observer).await;
+    observer
+        .batch_execute(&elector::sql::end_waiter(waiter))
+        .await
+        .expect("end_waiter runs");
+    // pg_terminate_backend signals; the backend ends a moment later.
+    let start = Instant::now();
+    loop {
+        let alive: i64 = observer
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+                &[&waiter],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if alive == 0 {
+            break;
+        }
+        assert!(start.elapsed() < T_WAKE, "the queued session still runs");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let [a, b] = running;
+    halt(b.0, b.1).await;
+    halt(a.0, a.1).await;
+}

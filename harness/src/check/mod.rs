@@ -1579,6 +1579,20 @@ pub(crate) mod tests {
         gap.extend(samples(1500.0, 1700.0, 0, false));
         let c = lock_row_while_leading(&gap, &bounds());
         assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+        // The first sample after the gap decides nothing (a replica killed meanwhile answers
+        // no gauge): the stretch still ends before the gap (chaos seed 2, stop-server).
+        let mut unanswered = samples(0.0, 200.0, 1, true);
+        unanswered.extend(samples(200.0, 240.0, 1, false));
+        unanswered.push(Entry {
+            t_ms: 1500.0,
+            what: What::Gauges {
+                values: [("a".to_owned(), None), ("b".to_owned(), Some(0))].into(),
+                asked_ms: None,
+            },
+        });
+        unanswered.push(locks(1501.0, false));
+        let c = lock_row_while_leading(&unanswered, &bounds());
+        assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
         let mut seen = samples(0.0, 200.0, 1, true);
         seen.extend(samples(200.0, 1500.0, 1, false));
         seen.extend(samples(1500.0, 1700.0, 0, false));

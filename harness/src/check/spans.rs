@@ -79,9 +79,15 @@ impl Stretches {
 
     /// A sample that decides nothing (the condition could not be read): an open stretch ends
     /// at `last_decided_ms`, the last sample that did decide (or its first right sample since).
+    /// Of [`Stretches::sampled`] stretches, one that comes more than the gap after the last
+    /// decided sample ends there instead.
     pub fn undecided(&mut self, last_decided_ms: f64) {
+        let end = match (self.gap, self.last) {
+            (Some(gap), Some(last)) if last_decided_ms - last > gap => last,
+            _ => last_decided_ms,
+        };
         if let Some(since) = self.since.take() {
-            let end = self.right.take().map_or(last_decided_ms, |(f, _)| f);
+            let end = self.right.take().map_or(end, |(f, _)| f);
             self.done.push((since, end));
         }
     }

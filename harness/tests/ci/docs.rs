@@ -226,9 +226,70 @@ fn command_problems(line: &str) -> Vec<String> {
             if let Err(e) = check_harness(&harness) {
                 problems.push(format!("`{line}`: {e}"));
             }
+            problems.extend(example_levels(&harness).map(|p| format!("`{line}`: {p}")));
+        } else {
+            problems.extend(script_flags(part).map(|p| format!("`{line}`: {p}")));
         }
     }
     problems
+}
+
+/// The contract level each example program meets (`replicas/<name>/replica.py`): a command that
+/// runs one at another level judges it on less than it offers (or more).
+const EXAMPLE_LEVELS: &[(&str, u8)] = &[
+    ("replicas/python/replica.py", 2),
+    ("replicas/naive/replica.py", 1),
+];
+
+/// Where a harness command runs an example program at a level other than its own: `--impl
+/// NAME=CMD` (level 1) or `NAME:LEVEL=CMD`, and `--replica-cmd CMD` with `--replica-level N`
+/// (default 1).
+fn example_levels(words: &[String]) -> impl Iterator<Item = String> + '_ {
+    let level_flag = (words.iter())
+        .position(|w| w == "--replica-level")
+        .and_then(|i| words.get(i + 1)?.parse::<u8>().ok())
+        .unwrap_or(1);
+    let runs = |cmd: &str| {
+        EXAMPLE_LEVELS
+            .iter()
+            .find(|(p, _)| cmd.contains(p))
+            .copied()
+    };
+    (words.iter().zip(words.iter().skip(1))).filter_map(move |(flag, value)| {
+        let (cmd, level) = match flag.as_str() {
+            "--impl" => {
+                let (name, cmd) = value.split_once('=')?;
+                let level = name
+                    .split_once(':')
+                    .map_or(Some(1), |(_, l)| l.parse().ok())?;
+                (cmd, level)
+            }
+            "--replica-cmd" => (value.as_str(), level_flag),
+            _ => return None,
+        };
+        let (program, own) = runs(cmd)?;
+        (level != own).then(|| format!("{program} meets level {own}, but runs at level {level}"))
+    })
+}
+
+/// The flags given to a script under `ci/` (other than `ci/conformance.sh`, whose flags are
+/// the harness's) that neither it nor its Python half (`ci/<name>.py`) mentions.
+fn script_flags(part: &[String]) -> impl Iterator<Item = String> + '_ {
+    let script = (part.first())
+        .filter(|s| s.starts_with("ci/") && s.ends_with(".sh"))
+        .filter(|s| *s != "ci/conformance.sh");
+    let text = script.map(|s| {
+        let py = s.trim_end_matches(".sh").replace('-', "_") + ".py";
+        let read = |p: &str| std::fs::read_to_string(repo().join(p)).unwrap_or_default();
+        read(s) + &read(&py)
+    });
+    (part.iter().skip(1))
+        .filter(|w| w.starts_with("--"))
+        .filter_map(move |w| {
+            let text = text.as_ref()?;
+            let flag = w.split('=').next().unwrap_or(w);
+            (!text.contains(flag)).then(|| format!("{} has no flag {flag}", part[0]))
+        })
 }
 
 fn is_env_name(word: &str) -> bool {
@@ -280,6 +341,9 @@ fn the_checks_fail_on_what_they_are_for() {
         "target/release/harness run scenarios/no-such-file.toml",
         "FOO=1 target/debug/harness chaos --duration 5",
         "target/debug/harness up --replicas 11",
+        "target/release/harness run --impl 'python=python3 replicas/python/replica.py'",
+        "target/release/harness run --replica-cmd 'python3 replicas/python/replica.py'",
+        "ci/build-images.sh --no-such-flag",
     ] {
         assert!(!command_problems(bad).is_empty(), "`{bad}` was accepted");
     }
@@ -287,6 +351,9 @@ fn the_checks_fail_on_what_they_are_for() {
         "ci/conformance.sh leader-partition --t 250ms --seed 7",
         "target/release/harness run scenarios/leader-partition.toml",
         "target/release/harness run target/up/incident.toml",
+        "target/release/harness run --impl 'python:2=python3 replicas/python/replica.py'",
+        "target/release/harness run --impl 'naive=python3 replicas/naive/replica.py'",
+        "ci/build-images.sh --pg 13,15,17",
     ] {
         let problems = command_problems(good);
         assert!(problems.is_empty(), "`{good}`: {problems:?}");

@@ -5,6 +5,7 @@
 mod conformance_script;
 mod dependencies;
 mod docs;
+mod mutants_table;
 mod workflow_lint;
 
 use std::path::{Path, PathBuf};
