@@ -1,0 +1,355 @@
+//! The unit tests of `expect`.
+
+use super::*;
+use crate::check::tests::ev;
+use crate::check::Worse;
+use crate::event::ReplicaEvent;
+use std::time::Duration;
+
+fn facts<'a>(
+    entries: &'a [Entry],
+    marks: &'a Marks,
+    logs: &'a BTreeMap<String, ReplicaLog>,
+) -> Facts<'a> {
+    let ms = Duration::from_millis;
+    Facts {
+        entries,
+        rows: &[],
+        work_read: false,
+        marks,
+        logs,
+        bounds: Bounds {
+            t: ms(200),
+            tick: ms(200),
+            sample: ms(20),
+            slack: ms(40),
+        },
+        pooled: &NONE_POOLED,
+        wire: &NO_WIRE,
+    }
+}
+
+fn demoted(within: &str, replica: Who, absent: bool) -> Expectation {
+    Expectation {
+        clause: "DEM-2".into(),
+        expect: Expect::Event {
+            awaited: Awaited::Event(EventKind::Demoted),
+            replica,
+            after: Some("cut".into()),
+            within: Some(Span::parse(within).unwrap()),
+            not_before: None,
+            absent,
+        },
+    }
+}
+
+fn gauges(at: f64, asked: f64, a: Option<i64>, b: Option<i64>) -> Entry {
+    Entry {
+        t_ms: at,
+        what: What::Gauges {
+            values: [("a".to_owned(), a), ("b".to_owned(), b)].into(),
+            asked_ms: Some(asked),
+        },
+    }
+}
+
+fn locks(at: f64, holder: &str) -> Entry {
+    Entry {
+        t_ms: at,
+        what: What::Locks {
+            rows: vec![(7, true, holder.to_owned())],
+        },
+    }
+}
+
+fn cut_at_100() -> Marks {
+    [(
+        "cut".to_owned(),
+        Mark {
+            target: "a".into(),
+            at_ms: 100.0,
+            began_ms: 90.0,
+        },
+    )]
+    .into()
+}
+
+#[test]
+fn without_events_a_demotion_is_seen_in_the_gauge_with_its_sampling_error_allowed() {
+    let marks = cut_at_100();
+    let logs = BTreeMap::new();
+    // a answers 1 (asked at 360), then 0 at 400: it demoted between 360 and 400 ms.
+    let entries = [
+        gauges(80.0, 75.0, Some(1), Some(0)),
+        gauges(380.0, 360.0, Some(1), Some(0)),
+        gauges(400.0, 390.0, Some(0), Some(0)),
+    ];
+    let f = facts(&entries, &marks, &logs);
+    let cut = || Who::Named("cut".into());
+    let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.figures["demoted after"], "1.50T");
+    assert_eq!(c.figures["sampling error"], "0.20T", "400 - 360 ms");
+    assert!(c.message.contains("seen from outside"), "{c:?}");
+    // 1.5T seen, bound 1.2T + slack 0.2T + error 0.2T: inside only thanks to the error.
+    let c = decide_at(&demoted("1.2T", cut(), false), &f, Level::Metrics);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    let c = decide_at(&demoted("1T", cut(), false), &f, Level::Metrics);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    // b never answered 1: a 0 is no demotion. The event stream, asked for, has none.
+    let c = decide_at(&demoted("2T", Who::Other, false), &f, Level::Metrics);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    let c = decide(&demoted("2T", cut(), false), &f);
+    assert_eq!(
+        c.verdict,
+        Verdict::Invalid,
+        "level 3 reads events only: {c:?}"
+    );
+    // An unreachable replica (None) has not demoted.
+    let frozen = [
+        gauges(80.0, 75.0, Some(1), Some(0)),
+        gauges(400.0, 390.0, None, Some(0)),
+    ];
+    let f = facts(&frozen, &marks, &logs);
+    let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+}
+
+/// `late-leader`: the slowed leader gives its lock up at 500 ms and, as a standby, is
+/// granted it again on a new session at 520 ms (the answer is what is late, not the grant).
+/// Its lock was released when its session of the step's moment lost its row, whatever its
+/// new session holds after.
+#[test]
+fn a_lock_released_is_the_steps_session_losing_its_row() {
+    let marks = cut_at_100();
+    let logs = BTreeMap::new();
+    let row = |at: f64, pid: i32, holder: &str| Entry {
+        t_ms: at,
+        what: What::Locks {
+            rows: vec![(pid, true, holder.to_owned())],
+        },
+    };
+    let entries = [
+        row(80.0, 7, "a"),
+        row(300.0, 7, "a"),
+        row(520.0, 8, "a"),
+        row(700.0, 8, "a"),
+    ];
+    let f = facts(&entries, &marks, &logs);
+    let released = |within: &str| Expectation {
+        clause: "RUN-5".into(),
+        expect: Expect::Event {
+            awaited: Awaited::LockReleased,
+            replica: Who::Any,
+            after: Some("cut".into()),
+            within: Some(Span::parse(within).unwrap()),
+            not_before: None,
+            absent: false,
+        },
+    };
+    let c = decide_at(&released("2.5T"), &f, Level::Process);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.figures["lock_released after"], "2.10T", "520 - 100 ms");
+    let c = decide_at(&released("1.5T"), &f, Level::Process);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+}
+
+/// ORPH-3 in `slow-leader`: no session of the slow replica ended by the server for
+/// idle_session_timeout. Another SQLSTATE (an administrator's kill) or another replica's
+/// timeout is not it; without a wire journal it is not run.
+#[test]
+fn a_session_timed_out_is_the_servers_57p05_on_the_replicas_wire() {
+    let marks = cut_at_100();
+    let logs = BTreeMap::new();
+    let error = |at: f64, replica: &str, code: &str| Entry {
+        t_ms: at,
+        what: What::Wire {
+            replica: replica.into(),
+            conn: 3,
+            event: wiretap::WireEvent::ServerError {
+                code: code.into(),
+                message: "x".into(),
+            },
+        },
+    };
+    let no_timeout = Expectation {
+        clause: "ORPH-3".into(),
+        expect: Expect::Event {
+            awaited: Awaited::TimedOut,
+            replica: Who::Named("cut".into()),
+            after: Some("cut".into()),
+            within: Some(Span::parse("12T").unwrap()),
+            not_before: None,
+            absent: true,
+        },
+    };
+    let tapped = crate::check::wire::WireSetup {
+        tapped: true,
+        ..Default::default()
+    };
+    let judge = |entries: &[Entry], wire| {
+        let f = Facts {
+            wire,
+            ..facts(entries, &marks, &logs)
+        };
+        decide_at(&no_timeout, &f, Level::Process)
+    };
+    let others = [error(500.0, "a", "57P01"), error(600.0, "b", "57P05")];
+    assert_eq!(judge(&others, &tapped).verdict, Verdict::Valid);
+    let timed_out = [error(900.0, "a", "57P05")];
+    let c = judge(&timed_out, &tapped);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert_eq!(c.clauses, ["ORPH-3"]);
+    let c = judge(&timed_out, &NO_WIRE);
+    assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
+    assert_eq!(c.needs, Some(crate::level::Need::Wire));
+}
+
+#[test]
+fn without_events_an_acquisition_is_a_new_holder_in_pg_locks() {
+    let marks = cut_at_100();
+    let logs = BTreeMap::new();
+    let entries = [
+        locks(80.0, "a"),
+        locks(300.0, "a"),
+        locks(500.0, "b"),
+        locks(520.0, "b"),
+    ];
+    let f = facts(&entries, &marks, &logs);
+    let acquired = |who: Who, within: &str| Expectation {
+        clause: "ORPH-2".into(),
+        expect: Expect::Event {
+            awaited: Awaited::Event(EventKind::Acquired),
+            replica: who,
+            after: Some("cut".into()),
+            within: Some(Span::parse(within).unwrap()),
+            not_before: None,
+            absent: false,
+        },
+    };
+    let c = decide_at(&acquired(Who::Other, "5T"), &f, Level::Process);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.figures["acquired after"], "2.00T", "seen at 500 ms");
+    assert_eq!(
+        c.figures["sampling error"], "1.00T",
+        "since the sample at 300 ms"
+    );
+    // a held it all along: not a new acquisition after the cut.
+    let c = decide_at(
+        &acquired(Who::Named("cut".into()), "5T"),
+        &f,
+        Level::Process,
+    );
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert_eq!(
+        acquired(Who::Other, "5T").expect.needs(),
+        Level::Process,
+        "pg_locks is there at level 0"
+    );
+}
+
+#[test]
+fn events_are_measured_from_the_named_step() {
+    let marks: Marks = [(
+        "cut".to_owned(),
+        Mark {
+            target: "a".into(),
+            at_ms: 100.0,
+            began_ms: 90.0,
+        },
+    )]
+    .into();
+    let entries = [ev(
+        400.0,
+        "a",
+        ReplicaEvent::Demoted {
+            term: 1,
+            error: "x".into(),
+        },
+    )];
+    let logs = BTreeMap::new();
+    let f = facts(&entries, &marks, &logs);
+    let c = decide(&demoted("2T", Who::Named("cut".into()), false), &f);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.name, "demoted by cut after cut");
+    assert_eq!(c.figures["demoted after"], "1.50T");
+    assert_eq!(c.clauses, ["DEM-2"]);
+    let window = Window {
+        from_ms: 100.0,
+        bound_ms: 500.0,
+        at_ms: Some(400.0),
+    };
+    let want = Measure::at_most("demoted after cut".into(), Some(1.5), 2.0, Unit::T)
+        .with_slack(0.2)
+        .with_window(window);
+    assert_eq!(c.measures, [want], "the delay against `within`, typed");
+    let c = decide(&demoted("1T", Who::Named("cut".into()), false), &f);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    let c = decide(&demoted("2T", Who::Other, false), &f);
+    assert_eq!(
+        c.verdict,
+        Verdict::Invalid,
+        "the cut replica is not `other`"
+    );
+    let c = decide(&demoted("1T", Who::Any, true), &f);
+    assert_eq!(c.verdict, Verdict::Valid, "absent within 1T: {c:?}");
+    let m = &c.measures[0];
+    assert_eq!((m.worse, m.bound, m.value), (Worse::Below, 1.0, Some(1.5)));
+    assert!(m.held());
+    // `not_before` is a lower bound of its own.
+    let mut early = demoted("2T", Who::Any, false);
+    if let Expect::Event { not_before, .. } = &mut early.expect {
+        *not_before = Some(Span::parse("1.8T").unwrap());
+    }
+    let c = decide(&early, &f);
+    assert_eq!(
+        c.verdict,
+        Verdict::Invalid,
+        "1.5T is before 1.8T less the 0.2T slack"
+    );
+    let sides: Vec<(Worse, bool)> = c.measures.iter().map(|m| (m.worse, m.held())).collect();
+    assert_eq!(sides, [(Worse::Above, true), (Worse::Below, false)]);
+}
+
+#[test]
+fn a_log_expectation_reads_the_named_replicas_log() {
+    let marks: Marks = [(
+        "failing".to_owned(),
+        Mark {
+            target: "r2".into(),
+            at_ms: 0.0,
+            began_ms: 0.0,
+        },
+    )]
+    .into();
+    let log = |text: &str| ReplicaLog {
+        path: "replica-r2.log".into(),
+        text: Ok(text.into()),
+    };
+    let logs = [("r2".to_owned(), log("INFO x\nERROR boom loop=\"l\"\n"))].into();
+    let f = facts(&[], &marks, &logs);
+    let ex = |texts: &[&str]| Expectation {
+        clause: "READY-4".into(),
+        expect: Expect::Log {
+            texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+            replica: Who::Named("failing".into()),
+        },
+    };
+    assert_eq!(decide(&ex(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
+    assert_eq!(
+        decide(&ex(&["ERROR", "INFO"]), &f).verdict,
+        Verdict::Invalid
+    );
+    let any = |texts: &[&str]| Expectation {
+        clause: "CFG-3".into(),
+        expect: Expect::Log {
+            texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+            replica: Who::Any,
+        },
+    };
+    assert_eq!(decide(&any(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
+    assert_eq!(
+        decide(&any(&["ERROR", "INFO"]), &f).verdict,
+        Verdict::Invalid
+    );
+}

@@ -1,0 +1,154 @@
+//! The unit tests of `suite`.
+
+use clap::Parser as _;
+
+use super::*;
+use crate::check::Unit;
+
+fn run_args(extra: &[&str]) -> RunArgs {
+    let argv = ["harness", "run"].iter().chain(extra);
+    match crate::cli::Cli::try_parse_from(argv)
+        .expect("parses")
+        .command
+    {
+        crate::cli::Command::Run(args) => args,
+        _ => panic!("run"),
+    }
+}
+
+/// `harness run --shard K/N`: N shards run every scenario file once between them; a shard
+/// left without a scenario is refused.
+#[test]
+fn shards_of_the_suite_run_every_scenario_once() {
+    let names = |extra: &[&str]| -> Vec<String> {
+        (load(&run_args(extra)).unwrap().into_iter())
+            .map(|s| s.name)
+            .collect()
+    };
+    let all = names(&[]);
+    let (one, two) = (names(&["--shard", "1/2"]), names(&["--shard", "2/2"]));
+    assert_eq!(one.len() + two.len(), all.len());
+    let mut joined: Vec<String> = one.iter().chain(&two).cloned().collect();
+    joined.sort();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(joined, sorted);
+    assert_eq!(one[0], all[0]);
+    let many = format!("{0}/{0}", all.len() + 1);
+    let e = load(&run_args(&["--shard", &many]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("so this shard has none"), "{e}");
+}
+
+/// `--jobs`: 1 to 4, 1 by default; with several at once, each scenario still gives one
+/// source, in the files' order. (These end at once, unplayable by the program; the
+/// conformance runs show the order with real scenarios side by side.)
+#[tokio::test]
+async fn scenarios_run_side_by_side_report_in_file_order() {
+    assert_eq!(run_args(&[]).jobs, 1);
+    for bad in ["0", "5"] {
+        let argv = ["harness", "run", "--jobs", bad];
+        assert!(
+            crate::cli::Cli::try_parse_from(argv).is_err(),
+            "--jobs {bad}"
+        );
+    }
+    // A level-0 program cannot play a scenario that waits for readiness or needs the
+    // harness's own replica: such a run ends at once, without a container.
+    let program = Program::External(
+        crate::replica::program::Command::parse("true", crate::level::Level::Process).unwrap(),
+    );
+    let scenarios: Vec<Scenario> = (load(&run_args(&[])).unwrap().into_iter())
+        .filter(|s| s.needs().is_some_and(|n| !n.met_by(program.level(), false)))
+        .collect();
+    assert!(scenarios.len() >= 4, "{}", scenarios.len());
+    let opts = RunOptions {
+        t: Duration::from_millis(200),
+        seed: 1,
+        out: std::env::temp_dir(),
+        program,
+        images: Images::upstream(),
+        slack: Duration::from_millis(50),
+        repeat: 1,
+    };
+    let sources = run_all(&scenarios, &opts, 1, 3).await;
+    let names = |v: &[_]| {
+        v.iter()
+            .map(|s: &Source| s.name.clone())
+            .collect::<Vec<_>>()
+    };
+    let expected: Vec<String> = scenarios.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(names(&sources), expected);
+    assert!(sources.iter().all(Source::not_run));
+}
+
+/// A report names the T its scenarios ran at: a replayed incident's own, else `--t`.
+#[test]
+fn a_report_names_the_t_its_scenarios_ran_at() {
+    let t = Duration::from_millis(200);
+    let mut scenarios = load(&run_args(&[])).unwrap();
+    scenarios.retain(|s| s.t.is_none());
+    scenarios.truncate(2);
+    assert_eq!(report_t(&scenarios, t), t);
+    let own = crate::span::Span::parse("500ms").unwrap();
+    scenarios[0].t = Some(own);
+    assert_eq!(report_t(&scenarios, t), t, "mixed: the run's T");
+    scenarios[1].t = Some(own);
+    assert_eq!(report_t(&scenarios, t), Duration::from_millis(500));
+}
+
+fn source(figure: &str, verdict: Verdict) -> Source {
+    Source {
+        name: "s".into(),
+        seconds: 1.0,
+        checks: vec![Check {
+            name: "demoted".into(),
+            clauses: vec!["DEM-2".into()],
+            verdict,
+            figures: [("demoted after".to_owned(), figure.to_owned())].into(),
+            message: "ok".into(),
+            measures: Vec::new(),
+            needs: None,
+        }],
+        evidence: None,
+    }
+}
+
+#[test]
+fn repeats_give_median_and_max_and_any_failure_fails() {
+    let merged = merge_repeats(vec![
+        source("1.10T", Verdict::Valid),
+        source("0.90T", Verdict::Valid),
+        source("1.04T", Verdict::Valid),
+    ]);
+    assert_eq!(merged.seconds, 3.0);
+    let c = &merged.checks[0];
+    assert_eq!(c.verdict, Verdict::Valid);
+    assert_eq!(c.figures["demoted after"], "median 1.04T, max 1.10T (of 3)");
+    let merged = merge_repeats(vec![
+        source("1.00T", Verdict::Valid),
+        source("2.50T", Verdict::Invalid),
+    ]);
+    assert_eq!(merged.checks[0].verdict, Verdict::Invalid);
+    assert!(merged.checks[0].message.starts_with("run 2 of 2"));
+    assert_eq!(
+        summarise(&["3", "1", "2", "10"]),
+        "median 2.50, max 10 (of 4)"
+    );
+    assert_eq!(summarise(&["a", "b"]), "a / b");
+}
+
+#[test]
+fn repeats_keep_each_bounded_figure_at_its_worst_with_its_run() {
+    let with = |v: f64| {
+        let mut s = source(&format!("{v}T"), Verdict::Valid);
+        let m = Measure::at_most("demoted after cut".into(), Some(v), 2.0, Unit::T);
+        s.checks[0].measures.push(m);
+        s
+    };
+    let merged = merge_repeats(vec![with(1.2), with(1.9), with(0.8)]);
+    let m = &merged.checks[0].measures;
+    assert_eq!(m.len(), 1);
+    assert_eq!((m[0].value, m[0].run), (Some(1.9), Some(2)));
+}
