@@ -491,51 +491,34 @@ fn failed_run(name: String, clauses: &[String], message: String) -> Source {
 async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
     let (level, ours) = s.observes(&opts.program);
     if let Some(need) = s.needs().filter(|n| !n.met_by(level, ours)) {
-        return Source {
-            name: s.name.clone(),
-            seconds: 0.0,
-            checks: vec![Check {
-                needs: Some(need),
-                ..Check::new(
-                    "scenario ran",
-                    &[],
-                    Verdict::Unknown,
-                    format!("not run: its steps need {need}; the program is at {level}"),
-                )
-            }
-            .with_clauses(&s.clauses)],
-            evidence: None,
-        };
+        let why = format!("not run: its steps need {need}; the program is at {level}");
+        return not_run(s, need, why);
     }
     match run::run(s, opts).await {
         Ok(outcome) => outcome.source,
-        Err(e) if Failure::of(&e) == Some(Failure::Setup) => Source {
-            name: s.name.clone(),
-            seconds: 0.0,
-            checks: vec![Check {
-                needs: Some(Need::Setup),
-                ..Check::new("scenario ran", &[], Verdict::Unknown, format!("{e:#}"))
-            }
-            .with_clauses(&s.clauses)],
-            evidence: None,
+        Err(e) => match (Failure::of(&e), e.downcast_ref::<run::ServerTooOld>()) {
+            (Some(Failure::Setup), _) => not_run(s, Need::Setup, format!("{e:#}")),
+            (_, Some(old)) => not_run(s, Need::Postgres(old.needs), e.to_string()),
+            _ => Source {
+                evidence: Some(opts.evidence_dir(&s.name)),
+                ..failed_run(s.name.clone(), &s.clauses, format!("{e:#}"))
+            },
         },
-        Err(e) if e.is::<run::ServerTooOld>() => {
-            let needs = e.downcast_ref::<run::ServerTooOld>().map(|o| o.needs);
-            Source {
-                name: s.name.clone(),
-                seconds: 0.0,
-                checks: vec![Check {
-                    needs: needs.map(Need::Postgres),
-                    ..Check::new("scenario ran", &[], Verdict::Unknown, e.to_string())
-                }
-                .with_clauses(&s.clauses)],
-                evidence: None,
-            }
+    }
+}
+
+/// The source of a scenario that did not run for what it needs (of the program, the server or
+/// the machine): its clauses are not run, with `why`.
+fn not_run(s: &Scenario, need: Need, why: String) -> Source {
+    Source {
+        name: s.name.clone(),
+        seconds: 0.0,
+        checks: vec![Check {
+            needs: Some(need),
+            ..Check::new("scenario ran", &[], Verdict::Unknown, why)
         }
-        Err(e) => Source {
-            evidence: Some(opts.evidence_dir(&s.name)),
-            ..failed_run(s.name.clone(), &s.clauses, format!("{e:#}"))
-        },
+        .with_clauses(&s.clauses)],
+        evidence: None,
     }
 }
 

@@ -162,30 +162,15 @@ async fn a_standby_that_stops_leaves_no_session_queued_on_the_key() {
     halt(stop_a, run_a).await;
 }
 
-/// The pid of the session granted the key (the leader's lock session).
-async fn granted_pid(observer: &tokio_postgres::Client) -> i32 {
-    observer
-        .query_one(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
-             AND objid = 1 AND objsubid = 2 AND granted",
-            &[],
-        )
-        .await
-        .expect("the granted row")
-        .get(0)
-}
-
-/// The pid of the session queued on the key (the standby's waiter).
-async fn queued_pid(observer: &tokio_postgres::Client) -> i32 {
-    observer
-        .query_one(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
-             AND objid = 1 AND objsubid = 2 AND NOT granted",
-            &[],
-        )
-        .await
-        .expect("the queued session's row")
-        .get(0)
+/// The pid of the one session granted the key (the leader's lock session, `granted`) or queued
+/// on it (the standby's waiter), by the spec's leader query.
+async fn pid_on_key(observer: &tokio_postgres::Client, granted: bool) -> i32 {
+    let rows: Vec<i32> = (leader_rows(observer).await.into_iter())
+        .filter(|r| r.1 == granted)
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(rows.len(), 1, "one row with granted = {granted}: {rows:?}");
+    rows[0]
 }
 
 /// X-WAKE's cost to the database around it: a queued attempt is a running statement, and a
@@ -199,7 +184,7 @@ async fn queued_pid(observer: &tokio_postgres::Client) -> i32 {
 async fn a_queued_standby_holds_back_vacuum_for_at_most_t() {
     let pg = Pg::start().await;
     let (observer, electors, running) = a_leads_b_queues(&pg).await;
-    let waiter = queued_pid(&observer).await;
+    let waiter = pid_on_key(&observer, false).await;
     observer
         .batch_execute(
             "CREATE TABLE bloat (x int); \
@@ -247,7 +232,7 @@ async fn a_queued_standby_holds_back_vacuum_for_at_most_t() {
     assert!(electors[0].is_leader() && !electors[1].is_leader());
     until_queued(&observer).await;
     assert_eq!(
-        queued_pid(&observer).await,
+        pid_on_key(&observer, false).await,
         waiter,
         "the same session queued again"
     );
@@ -272,11 +257,11 @@ async fn database_timeouts_do_not_cancel_the_queued_attempt() {
         .await
         .expect("database settings");
     let (observer, electors, running) = a_leads_b_queues(&pg).await;
-    let waiter = queued_pid(&observer).await;
+    let waiter = pid_on_key(&observer, false).await;
     tokio::time::sleep(3 * T_WAKE).await;
     until_queued(&observer).await;
     assert_eq!(
-        queued_pid(&observer).await,
+        pid_on_key(&observer, false).await,
         waiter,
         "the queued session was replaced: the database's timeouts cancelled it"
     );
@@ -301,7 +286,7 @@ async fn giving_a_queued_session_up_ends_nothing_but_a_waiter_on_the_key() {
         .await
         .expect("pid")
         .get(0);
-    let leader_pid = granted_pid(&observer).await;
+    let leader_pid = pid_on_key(&observer, true).await;
     for pid in [bystander_pid, leader_pid] {
         observer
             .batch_execute(&elector::sql::end_waiter(pid))
@@ -314,12 +299,12 @@ async fn giving_a_queued_session_up_ends_nothing_but_a_waiter_on_the_key() {
         .expect("the bystander's session was ended");
     tokio::time::sleep(T_WAKE / 10).await;
     assert_eq!(
-        granted_pid(&observer).await,
+        pid_on_key(&observer, true).await,
         leader_pid,
         "the lock session was ended"
     );
     assert!(electors[0].is_leader());
-    let waiter = queued_pid(&observer).await;
+    let waiter = pid_on_key(&observer, false).await;
     observer
         .batch_execute(&elector::sql::end_waiter(waiter))
         .await

@@ -301,30 +301,13 @@ async fn a_signalled_run_leaves_nothing(
     assert!(took.is_some(), "replicas left: {:?}", replicas_of(pid));
     if after_ms.is_none() {
         // The evidence written so far stays: the replicas' logs.
-        let logs = walkdir(&out, "replica-r1.log");
+        let logs: Vec<std::path::PathBuf> = (walkdir::WalkDir::new(&out).into_iter().flatten())
+            .filter(|e| e.file_name() == "replica-r1.log")
+            .map(walkdir::DirEntry::into_path)
+            .collect();
         assert!(!logs.is_empty(), "no replica log under {}", out.display());
         for log in logs {
             std::fs::read_to_string(&log).expect("a readable log");
         }
     }
-}
-
-/// Every file named `name` under `dir`.
-fn walkdir(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .flat_map(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                walkdir(&path, name)
-            } else if e.file_name() == name {
-                vec![path]
-            } else {
-                Vec::new()
-            }
-        })
-        .collect()
 }

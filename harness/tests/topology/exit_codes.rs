@@ -11,13 +11,17 @@ use harness::exit;
 async fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, PathBuf) {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("exit-{name}"));
     let _ = std::fs::remove_dir_all(&out);
+    (run_into(&out, args, env).await, out)
+}
+
+/// Runs `harness run` with `args` and `--out out`.
+async fn run_into(out: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"));
-    command.arg("run").args(args).arg("--out").arg(&out);
+    command.arg("run").args(args).arg("--out").arg(out);
     for (k, v) in env {
         command.env(k, v);
     }
-    let output = command.output().await.expect("harness runs");
-    (output, out)
+    command.output().await.expect("harness runs")
 }
 
 fn said(o: &Output) -> String {
@@ -103,11 +107,6 @@ async fn servers_that_cannot_start_are_3_and_not_run() {
 async fn a_report_that_cannot_be_written_is_4() {
     let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("exit-report-file");
     std::fs::write(&file, "not a folder").unwrap();
-    let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["run", "steady-election", "--out"])
-        .arg(file.join("out"))
-        .output()
-        .await
-        .expect("harness runs");
+    let o = run_into(&file.join("out"), &["steady-election"], &[]).await;
     assert_eq!(code(&o), Some(i32::from(exit::REPORT)), "{}", said(&o));
 }

@@ -169,14 +169,8 @@ pub fn running(pid: i32) -> bool {
 
 /// Every file under `dir`, recursively.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_under(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
+    (walkdir::WalkDir::new(dir).into_iter().flatten())
+        .filter(|e| e.file_type().is_file())
+        .map(walkdir::DirEntry::into_path)
+        .collect()
 }
