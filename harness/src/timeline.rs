@@ -67,6 +67,26 @@ pub enum What {
         /// Whether the backend was still in pg_stat_activity when the row was seen gone.
         backend_alive: bool,
     },
+    /// A replica's process ended, when the harness reaped it (RUN-6: after SIGTERM it must
+    /// exit by itself, with status 0).
+    Exited {
+        /// The replica.
+        replica: String,
+        /// Its exit code, when it exited by itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        /// The signal that ended it, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+    },
+    /// One line of a replica's log (its stderr, and its stdout below level 3), when the
+    /// harness read it: the spec's log lines are clauses of their own (RUN-4, DEM-1).
+    Log {
+        /// The replica.
+        replica: String,
+        /// The line.
+        line: String,
+    },
     /// One sample of every replica's `/readyz` status (`None`: unreachable).
     Readiness {
         /// Replica → HTTP status.

@@ -36,6 +36,7 @@ import argparse
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
@@ -79,6 +80,10 @@ FLAWS = {
                   "demotion"),
     "shared-lock": ("ISL-1, LOCK-1, LOCK-3, MET-1", "steady-election", "the key taken in the "
                     "shared form (pg_try_advisory_lock_shared), which every replica is granted"),
+    "no-exit": ("RUN-6", "graceful-handover", "on SIGTERM the leader unlocks and closes, then "
+                "never exits"),
+    "quiet-acquire": ("RUN-4", "server-restart", "a failed acquire is logged at INFO, not WARN"),
+    "quiet-demotion": ("DEM-1", "backend-kill", "a demotion is logged at INFO, not WARN"),
 }
 
 
@@ -244,7 +249,8 @@ class Elector:
             cur = await bounded(conn.execute(self.try_lock, [self.bound()]), deadline)
             outcome, pid = await cur.fetchone()
         except Exception as e:  # noqa: BLE001 (every failure is logged and retried)
-            self.log.warning("leader: acquire lock connection: %s", e or type(e).__name__)
+            level = logging.INFO if self.flaw == "quiet-acquire" else logging.WARNING
+            self.log.log(level, "leader: acquire lock connection: %s", e or type(e).__name__)
             if conn is not None:
                 close(conn)
             return
@@ -337,7 +343,8 @@ class Elector:
             self.kept.append(conn)
         else:
             close(conn)
-        self.log.warning("background leader lock lost: %s", cause)
+        level = logging.INFO if self.flaw == "quiet-demotion" else logging.WARNING
+        self.log.log(level, "background leader lock lost: %s", cause)
 
     async def release(self):
         conn, self.lock_conn = self.lock_conn, None
@@ -416,6 +423,9 @@ async def main(objid, flaw_name):
         await elector.release()
         await work
         elector.pool.close()
+        if flaw_name == "no-exit":
+            replica.log.info("released; staying up")
+            await asyncio.Event().wait()
     replica.server.shutdown()
     replica.log.info("shut down")
 

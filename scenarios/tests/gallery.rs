@@ -32,7 +32,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 17] = [
+const GALLERY: [(&str, &[&str], &[&str]); 20] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -72,6 +72,11 @@ const GALLERY: [(&str, &[&str], &[&str]); 17] = [
         &["ISL-1", "LOCK-1", "LOCK-3", "MET-1"],
         &["steady-election"],
     ),
+    // It unlocks and closes as the spec says, then stays up: only its exit tells.
+    ("no-exit", &["RUN-6"], &["graceful-handover"]),
+    // The spec's log lines, at the level it names, after the fault that causes them.
+    ("quiet-acquire", &["RUN-4"], &["server-restart"]),
+    ("quiet-demotion", &["DEM-1"], &["backend-kill"]),
 ];
 
 /// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
@@ -93,6 +98,9 @@ const GALLERY: [(&str, &[&str], &[&str]); 17] = [
 #[case::gauge_zero("gauge-zero")]
 #[case::late_work("late-work")]
 #[case::shared_lock("shared-lock")]
+#[case::no_exit("no-exit")]
+#[case::quiet_acquire("quiet-acquire")]
+#[case::quiet_demotion("quiet-demotion")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
     let (_, breaks, scenarios) = (GALLERY.iter())

@@ -48,6 +48,9 @@ pub enum Awaited {
     /// on its wire, read by its proxy even where a fault keeps it from the replica): the lock
     /// lost to the orphan bound, not given up (ORPH-3).
     TimedOut,
+    /// The replica's process exited by itself with status 0 (RUN-6: after SIGTERM, Run
+    /// returns Ok and the program ends), seen when the harness reaped it.
+    Exited,
 }
 
 impl Awaited {
@@ -58,12 +61,19 @@ impl Awaited {
     /// The scenario files' name of the wire observation that the server ended a session for
     /// `idle_session_timeout`.
     pub const TIMED_OUT: &'static str = "timed_out";
+    /// The scenario files' name of the process observation that a replica exited with status 0.
+    pub const EXITED: &'static str = "exited";
     /// The SQLSTATE of a session ended by `idle_session_timeout` (PostgreSQL's
     /// `ERRCODE_IDLE_SESSION_TIMEOUT`).
     pub const IDLE_SESSION_TIMEOUT: &'static str = "57P05";
-    /// The observations that are not a replica's event.
-    pub const SERVER_SIDE: [Awaited; 3] =
-        [Awaited::LockReleased, Awaited::Unlocked, Awaited::TimedOut];
+    /// The observations that are not a replica's event: the server's, the wire's, the
+    /// process's.
+    pub const OBSERVED: [Awaited; 4] = [
+        Awaited::LockReleased,
+        Awaited::Unlocked,
+        Awaited::TimedOut,
+        Awaited::Exited,
+    ];
 }
 
 impl fmt::Display for Awaited {
@@ -73,6 +83,7 @@ impl fmt::Display for Awaited {
             Awaited::LockReleased => f.write_str(Self::LOCK_RELEASED),
             Awaited::Unlocked => f.write_str(Self::UNLOCKED),
             Awaited::TimedOut => f.write_str(Self::TIMED_OUT),
+            Awaited::Exited => f.write_str(Self::EXITED),
         }
     }
 }
@@ -132,30 +143,32 @@ pub enum Expect {
         /// The named step it is looked for after.
         after: Option<String>,
     },
-    /// One line of the replica's log contains every text.
+    /// One line of the replica's log contains every text, read after the `after` step and
+    /// within `within` of it when they are given.
     Log {
         /// The texts.
         texts: Vec<String>,
-        /// Whose log: a replica or the target of a named step.
+        /// Whose log: a replica, the target of a named step, or any.
         replica: Who,
+        /// The named step the line is looked for after (default: the run's start).
+        after: Option<String>,
+        /// How long after it the line may come.
+        within: Option<Span>,
     },
 }
 
 impl Expect {
-    /// The contract level whose observations decide it: pg_locks and the logs are there at
-    /// level 0, the gauge and `/readyz`'s status at 1, `leader_work` at 2, and the events and
-    /// `/readyz`'s named checks (the event stream's companion) at 3. Two events are also seen
-    /// from outside: `acquired` in pg_locks (level 0), `demoted` in the gauge (level 1).
+    /// The contract level whose observations decide it: pg_locks, the wire and the logs are
+    /// there at level 0, the gauge and `/readyz`'s status at 1, `leader_work` at 2, and the
+    /// events and `/readyz`'s named checks (the event stream's companion) at 3. Two events are
+    /// also seen from outside: `acquired` in pg_locks (level 0), `demoted` on the wire (level
+    /// 0: the lock connection closed) and in the gauge (level 1).
     pub fn needs(&self) -> Level {
         match self {
             Expect::Event {
-                awaited: Awaited::Event(EventKind::Acquired),
+                awaited: Awaited::Event(EventKind::Acquired | EventKind::Demoted),
                 ..
             } => Level::Process,
-            Expect::Event {
-                awaited: Awaited::Event(EventKind::Demoted),
-                ..
-            } => Level::Metrics,
             Expect::Event {
                 awaited: Awaited::Event(_),
                 ..
@@ -167,15 +180,20 @@ impl Expect {
         }
     }
 
-    /// Whether it is decided on the wire, which only the harness's own proxy records.
-    pub fn needs_wire(&self) -> bool {
-        matches!(
-            self,
+    /// Whether, for a program at `level`, it is decided on the wire, which only the harness's
+    /// own proxy records: `timed_out` always, `demoted` below level 1 (no gauge to show it).
+    pub fn needs_wire(&self, level: Level) -> bool {
+        match self {
             Expect::Event {
                 awaited: Awaited::TimedOut,
                 ..
-            }
-        )
+            } => true,
+            Expect::Event {
+                awaited: Awaited::Event(EventKind::Demoted),
+                ..
+            } => level < Level::Metrics,
+            _ => false,
+        }
     }
 }
 
@@ -307,10 +325,15 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, level: Level) -> Check {
             replica,
             after,
         } => readyz_says(text, replica, after.as_ref(), facts),
-        Expect::Log { texts, replica } => log(texts, replica, facts),
+        Expect::Log {
+            texts,
+            replica,
+            after,
+            within,
+        } => log(texts, replica, after.as_ref(), *within, facts),
     };
     c.clauses = vec![ex.clause.clone()];
-    if ex.expect.needs_wire() && !facts.wire.tapped {
+    if ex.expect.needs_wire(level) && !facts.wire.tapped {
         return super::wire::untapped(c);
     }
     c
@@ -364,7 +387,7 @@ fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
     };
     // (when it was seen, how late that can be against the moment it happened)
     let found: Option<(f64, f64)> = match outside {
-        Some(kind) => seen_from_outside(kind, replica, &from, facts),
+        Some(kind) => seen_from_outside(kind, replica, &from, facts, level),
         None => (facts.entries.iter())
             .find(|e| {
                 e.t_ms >= from.search_ms && observed(e, *awaited, replica, &from, facts.marks)
@@ -406,7 +429,14 @@ fn event(expect: &Expect, facts: &Facts, level: Level) -> Check {
             within.map_or("none".into(), |w| w.to_string()),
             not_before.map_or(String::new(), |w| format!(", not before {w}"))
         ),
-        None => format!("no {awaited} by {replica}{label_after}"),
+        None => format!(
+            "no {awaited} by {replica}{label_after}{}",
+            if *awaited == Awaited::Exited {
+                other_exit(replica, &from, facts)
+            } else {
+                String::new()
+            }
+        ),
     };
     let message = match outside {
         Some(_) if error_ms > 0.0 => format!(
@@ -493,18 +523,26 @@ impl Delay<'_> {
 /// `demoted` (its gauge answers 0 after its last answer was 1, or its proxy saw it close a
 /// connection that held the lock: the wire, with no sampling error) since the origin; with the
 /// sampling error, the time since the previous sample of the same kind: the change happened
-/// between the two, so it was seen at most that late.
+/// between the two, so it was seen at most that late. At level 0 there is no gauge: any close
+/// of its lock connection is its demotion; above, a close counts only where it led again after
+/// (else its gauge says when its term ended).
 fn seen_from_outside(
     kind: EventKind,
     who: &Who,
     from: &Origin,
     facts: &Facts,
+    level: Level,
 ) -> Option<(f64, f64)> {
     let sampled = seen_in_samples(kind, who, from, facts);
     if kind != EventKind::Demoted {
         return sampled;
     }
-    let closed = (super::wire::model::lock_closes(facts.entries).into_iter())
+    let closes = if level < Level::Metrics {
+        super::wire::model::lock_connection_closes(facts.entries)
+    } else {
+        super::wire::model::lock_closes(facts.entries)
+    };
+    let closed = (closes.into_iter())
         .find(|(r, at)| *at >= from.search_ms && from.matches(who, facts.marks, r))
         .map(|(_, at)| (at, 0.0));
     match (sampled, closed) {
@@ -574,10 +612,40 @@ fn observed(e: &Entry, awaited: Awaited, who: &Who, from: &Origin, marks: &Marks
                 ..
             },
         ) => code == Awaited::IDLE_SESSION_TIMEOUT && from.matches(who, marks, replica),
+        (Awaited::Exited, What::Exited { replica, code, .. }) => {
+            *code == Some(0) && from.matches(who, marks, replica)
+        }
         (Awaited::Event(kind), What::Replica { replica, event }) => {
             event.kind() == kind && from.matches(who, marks, replica)
         }
         _ => false,
+    }
+}
+
+/// How `who` ended instead of an exit with status 0 after the origin, for the message: by a
+/// signal (the harness's SIGKILL when it did not end within the run), or another status.
+fn other_exit(who: &Who, from: &Origin, facts: &Facts) -> String {
+    let seen = (facts.entries.iter()).find_map(|e| match &e.what {
+        What::Exited {
+            replica,
+            code,
+            signal,
+        } if e.t_ms >= from.search_ms && from.matches(who, facts.marks, replica) => {
+            Some((e.t_ms, *code, *signal))
+        }
+        _ => None,
+    });
+    let after = |at: f64| in_t(at - from.from_ms, facts.bounds.t);
+    match seen {
+        Some((at, Some(code), _)) => format!("; it exited with status {code} {} later", after(at)),
+        Some((at, _, Some(9))) => format!(
+            "; it did not exit until the harness's SIGKILL, {} later",
+            after(at)
+        ),
+        Some((at, _, Some(signal))) => {
+            format!("; it was ended by signal {signal} {} later", after(at))
+        }
+        _ => "; it did not exit within the run".to_owned(),
     }
 }
 
@@ -717,48 +785,60 @@ fn readyz_says(text: &str, who: &Who, after: Option<&String>, facts: &Facts) -> 
     check(name, Verdict::Valid, format!("reported {said:?}")).figure("reported after", delay)
 }
 
-fn log(texts: &[String], who: &Who, facts: &Facts) -> Check {
-    let replica = match who {
-        Who::Named(name) => facts.marks.get(name).map_or(name, |m| &m.target),
-        Who::Replica(name) => name,
-        Who::Any => return any_log(texts, facts),
-        Who::Other => "",
+fn log(
+    texts: &[String],
+    who: &Who,
+    after: Option<&String>,
+    within: Option<Span>,
+    facts: &Facts,
+) -> Check {
+    let from = Origin::of(after, facts.marks);
+    let b = &facts.bounds;
+    let slack_ms = b.slack.as_secs_f64() * 1000.0;
+    let until_ms = ms(&within, b).map(|w| from.from_ms + w + slack_ms);
+    let window = match (after, within) {
+        (Some(a), Some(w)) => format!(" within {w} after {a}"),
+        (Some(a), None) => format!(" after {a}"),
+        (None, Some(w)) => format!(" within {w} of the start"),
+        (None, None) => String::new(),
     };
-    let name = format!("log of {who} has a line with {texts:?}");
-    let Some(log) = facts.logs.get(replica) else {
-        return check(name, Verdict::Invalid, format!("no log of {replica:?}"));
-    };
-    let (verdict, message) = match &log.text {
-        Ok(text) => match text.lines().find(|l| texts.iter().all(|t| l.contains(t))) {
-            Some(line) => (Verdict::Valid, format!("found: {}", line.trim())),
-            None => (
-                Verdict::Invalid,
-                format!("no such line in {}", log.path.display()),
-            ),
-        },
-        Err(e) => (
-            Verdict::Invalid,
-            format!("reading {}: {e}", log.path.display()),
-        ),
-    };
-    check(name, verdict, message)
-}
-
-/// Whether any replica's log has one line with every text.
-fn any_log(texts: &[String], facts: &Facts) -> Check {
-    let name = format!("log of any replica has a line with {texts:?}");
-    let found = (facts.logs.iter()).find_map(|(replica, log)| {
-        let text = log.text.as_ref().ok()?;
-        let line = text.lines().find(|l| texts.iter().all(|t| l.contains(t)))?;
-        Some(format!("found in {replica}'s: {}", line.trim()))
+    let name = format!("log of {who} has a line with {texts:?}{window}");
+    let found = (facts.entries.iter()).find_map(|e| match &e.what {
+        What::Log { replica, line }
+            if e.t_ms >= from.search_ms
+                && until_ms.is_none_or(|u| e.t_ms <= u)
+                && from.matches(who, facts.marks, replica)
+                && texts.iter().all(|t| line.contains(t)) =>
+        {
+            Some((e.t_ms, replica, line))
+        }
+        _ => None,
     });
     match found {
-        Some(message) => check(name, Verdict::Valid, message),
-        None => check(
-            name,
-            Verdict::Invalid,
-            format!("no such line in the {} replica log(s)", facts.logs.len()),
-        ),
+        Some((at, replica, line)) => {
+            let step = after.map_or("the start", String::as_str);
+            let when = if at < from.from_ms {
+                format!(
+                    "while {step} ran, {} after it began",
+                    in_t(at - from.search_ms, b.t)
+                )
+            } else {
+                format!("{} after {step}", in_t(at - from.from_ms, b.t))
+            };
+            check(
+                name,
+                Verdict::Valid,
+                format!("{replica}'s, {when}: {}", line.trim()),
+            )
+        }
+        None => {
+            let logs: Vec<String> = (facts.logs.iter())
+                .filter(|(r, _)| from.matches(who, facts.marks, r))
+                .map(|(_, log)| log.path.display().to_string())
+                .collect();
+            let message = format!("no such line{window} in {}", logs.join(", "));
+            check(name, Verdict::Invalid, message)
+        }
     }
 }
 

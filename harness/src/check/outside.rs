@@ -12,14 +12,22 @@ use crate::timeline::{Entry, What};
 /// before, which showed 0): the sampling error, stated here and nowhere else. It closes at the
 /// first sample that shows 0, which the replica's demotion or release came before, at the
 /// first sample the replica did not answer (a process that exited, hung or stopped serving
-/// leads no more as far as anyone can tell; an answer of 1 after it opens a new span), or when
-/// the replica is killed, restarted or frozen (its last answer stands for a moment). A span
-/// still open when sampling stopped has no end: after the run the harness stops the replicas,
-/// the leader last, and nobody reports when its term ended (at level 3 its `released` event
-/// does).
+/// leads no more as far as anyone can tell), or when the replica is killed, restarted or
+/// frozen (its last answer stands for a moment). Unanswered samples followed by a 1 again,
+/// while pg_locks showed the replica's same lock session held at every sample between (an
+/// HTTP server too busy to answer in time, whose elector went on leading), leave the span
+/// open; otherwise the 1 after them opens a new span. A span still open when sampling stopped
+/// has no end: after the run the harness stops the replicas, the leader last, and nobody
+/// reports when its term ended (at level 3 its `released` event does).
 pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, f64)>> {
     let early = ms_of(b.sample);
     let mut open: BTreeMap<String, f64> = BTreeMap::new();
+    // Replica → (the first unanswered sample of an open span, whether its lock session has
+    // been held at every pg_locks sample since).
+    let mut unanswered: BTreeMap<String, (f64, bool)> = BTreeMap::new();
+    // Replica → the pids of its granted rows at the last pg_locks sample.
+    let mut holding: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    let mut held_at_doubt: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
     let mut spans: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut close = |open: &mut BTreeMap<String, f64>, r: &str, t: f64| {
         if let Some(s) = open.remove(r) {
@@ -34,20 +42,48 @@ pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, 
                 let asked = asked_ms.unwrap_or(e.t_ms);
                 for (r, v) in values {
                     match v {
+                        Some(1) if unanswered.contains_key(r) => {
+                            let (since, held) = unanswered.remove(r).unwrap_or((e.t_ms, false));
+                            if !held {
+                                close(&mut open, r, since);
+                                open.insert(r.clone(), asked - early);
+                            }
+                        }
                         Some(1) if !down.contains(r) && !open.contains_key(r) => {
                             open.insert(r.clone(), asked - early);
                         }
-                        Some(0) | None => close(&mut open, r, e.t_ms),
+                        None if open.contains_key(r) && !unanswered.contains_key(r) => {
+                            let pids = holding.get(r).cloned().unwrap_or_default();
+                            unanswered.insert(r.clone(), (e.t_ms, !pids.is_empty()));
+                            held_at_doubt.insert(r.clone(), pids);
+                        }
+                        Some(0) => {
+                            let since = unanswered.remove(r).map_or(e.t_ms, |(t, _)| t);
+                            close(&mut open, r, since);
+                        }
                         _ => {}
                     }
                 }
             }
+            What::Locks { rows } => {
+                holding.clear();
+                for (pid, _, r) in rows.iter().filter(|row| row.1) {
+                    holding.entry(r.clone()).or_default().insert(*pid);
+                }
+                for (r, (_, held)) in unanswered.iter_mut() {
+                    *held &= holding.get(r) == held_at_doubt.get(r);
+                }
+            }
             _ => {
                 if let Some(r) = stops_leading(e) {
-                    close(&mut open, r, e.t_ms);
+                    let since = unanswered.remove(r).map_or(e.t_ms, |(t, _)| t);
+                    close(&mut open, r, since);
                 }
             }
         }
+    }
+    for (r, (since, _)) in unanswered {
+        close(&mut open, &r, since);
     }
     for (r, s) in open {
         spans.entry(r).or_default().push((s, f64::INFINITY));
@@ -200,6 +236,50 @@ mod tests {
         assert_eq!(
             verdict(&h, &[row("b", 1650.0)], Level::Work),
             Verdict::Invalid
+        );
+    }
+
+    /// The same silence while pg_locks shows b's lock session (pid 20) held at every sample
+    /// (chaos under load: a Python replica's HTTP server too busy to answer, its elector
+    /// leading on): b led throughout, and its row then is a leader's. Had its session changed
+    /// in between (pid 21 from 1600 ms), the silence is the end of a span, as above.
+    #[test]
+    fn a_silence_with_the_same_lock_session_held_throughout_does_not_end_a_span() {
+        let with_locks = |pid_after_1600: i32| {
+            let mut h = history();
+            for e in &mut h {
+                if let What::Gauges { values, .. } = &mut e.what {
+                    if (1500.0..1800.0).contains(&e.t_ms) {
+                        values.insert("b".into(), None);
+                    }
+                }
+            }
+            let locks: Vec<Entry> = (56..=100)
+                .map(|k| {
+                    let t_ms = f64::from(k) * 20.0 + 5.0;
+                    let pid = if t_ms > 1600.0 { pid_after_1600 } else { 20 };
+                    Entry {
+                        t_ms,
+                        what: What::Locks {
+                            rows: vec![(pid, true, "b".into())],
+                        },
+                    }
+                })
+                .collect();
+            h.extend(locks);
+            h.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+            h
+        };
+        let h = with_locks(20);
+        assert_eq!(gauge_spans(&h, &bounds())["b"], [(1080.0, f64::INFINITY)]);
+        assert_eq!(
+            verdict(&h, &[row("b", 1650.0)], Level::Work),
+            Verdict::Valid
+        );
+        let h = with_locks(21);
+        assert_eq!(
+            gauge_spans(&h, &bounds())["b"],
+            [(1080.0, 1500.0), (1780.0, f64::INFINITY)]
         );
     }
 }

@@ -100,7 +100,8 @@ impl FenceTally {
 /// before a `stop-server` during the term). It reaches the server when the fault is lifted
 /// (within the overlap bound after; a pooler's, when it lets go: [`pooler_lets_go`]). Nothing
 /// in the spec fences such a write (X-FENCE would); the tick itself ran on the leader, so it
-/// is counted apart, not against LOOP-1.
+/// is counted apart, not against LOOP-1. Where the wire shows when the row's `INSERT` left
+/// ([`sent_on_the_wire`]), that decides instead.
 fn held_by_its_link(
     row: &WorkRow,
     spans: &BTreeMap<String, Vec<(f64, f64)>>,
@@ -158,6 +159,48 @@ fn pooler_lets_go(
         }
     }
     Some(until)
+}
+
+/// When the `INSERT` that wrote `row` left its writer, as the writer's proxy read it: the
+/// writer's last statement into `leader_work` sent before the row landed, carrying the row's
+/// term (and its loop's name, as a value or in the text), and not answered before the row
+/// landed (`pad`: the server clock's mapping error). `None` where the wire shows no such
+/// statement (no journal: an upstream Toxiproxy).
+fn sent_on_the_wire(row: &WorkRow, conns: &[wire::model::Conn], pad: f64) -> Option<f64> {
+    let term = row.term.to_string();
+    let quoted = format!("'{}'", row.loop_name);
+    let carries = |s: &wire::model::Stmt| {
+        let values = |v: &str| s.params.iter().any(|p| p.as_deref() == Some(v));
+        let writes = (s.reading.as_ref())
+            .is_ok_and(|r| r.inserts && r.tables.iter().any(|t| t == "leader_work"));
+        writes && values(&term) && (values(&row.loop_name) || s.sql.contains(&quoted))
+    };
+    (conns.iter().filter(|c| c.replica == row.replica))
+        .flat_map(|c| c.statements.iter())
+        .filter(|s| carries(s) && s.sent_ms <= row.t_ms + pad)
+        .filter(|s| {
+            s.answer
+                .as_ref()
+                .is_none_or(|(at, _)| *at + pad >= row.t_ms)
+        })
+        .map(|s| s.sent_ms)
+        .reduce(f64::max)
+}
+
+/// The statements into `leader_work` that wrote no row (answered with an error, or never),
+/// each with its replica and when it left: leader-only passes, not an every-replica loop's
+/// gated step (whose values name `<loop>:<step>`).
+fn unlanded_inserts(conns: &[wire::model::Conn]) -> Vec<(&str, f64)> {
+    (conns.iter())
+        .flat_map(|c| c.statements.iter().map(move |s| (c.replica.as_str(), s)))
+        .filter(|(_, s)| {
+            (s.reading.as_ref())
+                .is_ok_and(|r| r.inserts && r.tables.iter().any(|t| t == "leader_work"))
+                && !s.succeeded()
+                && !s.params.iter().flatten().any(|p| p.contains(':'))
+        })
+        .map(|(r, s)| (r, s.sent_ms))
+        .collect()
 }
 
 /// A term reported by its `acquired` event began when the grant's answer reached the replica,
@@ -227,6 +270,11 @@ pub fn work_only_from_leader_at(
     let windows = overlaps(&spans);
     let slack = (b.slack + b.sample).as_secs_f64() * 1000.0;
     let grants = grants(entries);
+    let conns = wire::model::conversations(entries);
+    let led_at = |replica: &str, t: f64| {
+        (spans.get(replica))
+            .is_some_and(|s| s.iter().any(|(a, z)| t >= a - slack && t <= z + slack))
+    };
     let (mut bad, mut held) = (Vec::new(), 0usize);
     for row in rows.iter().filter(|r| !r.loop_name.contains(':')) {
         // A fenced row is the fence's claim: it lands only while no newer term has begun.
@@ -239,22 +287,39 @@ pub fn work_only_from_leader_at(
             }
             continue;
         }
-        let led = spans.get(&row.replica).is_some_and(|s| {
-            s.iter()
-                .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack)
-        });
         let in_overlap = windows
             .iter()
             .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack);
-        if !led
-            && !in_overlap
-            && held_by_its_link(row, &spans, &faults, b, pooled.contains(&row.replica))
-        {
+        if led_at(&row.replica, row.t_ms) || in_overlap {
+            continue;
+        }
+        // A row that landed outside its writer's terms: held in transit if its INSERT left the
+        // writer while it led (the wire says when; without a journal, a fault that could
+        // have held it must be on its link or, behind a pooler, the server's).
+        let held_in_transit = match sent_on_the_wire(row, &conns, slack) {
+            Some(sent) => led_at(&row.replica, sent),
+            None => held_by_its_link(row, &spans, &faults, b, pooled.contains(&row.replica)),
+        };
+        if held_in_transit {
             held += 1;
-        } else if !led && !in_overlap {
+        } else {
+            let sent = sent_on_the_wire(row, &conns, slack)
+                .map(|s| format!(", sent at {s:.0} ms"))
+                .unwrap_or_default();
             bad.push(format!(
-                "{} by {} (term {}) at {:.0} ms",
+                "{} by {} (term {}) at {:.0} ms{sent}",
                 row.loop_name, row.replica, row.term, row.t_ms
+            ));
+        }
+    }
+    // A write a non-leader sent is the violation, whether or not it landed: the wire shows
+    // those that never did (refused, or given up on behind a fault).
+    for (replica, sent) in unlanded_inserts(&conns) {
+        let in_overlap = (windows.iter()).any(|(a, z)| sent >= a - slack && sent <= z + slack);
+        if !led_at(replica, sent) && !in_overlap {
+            bad.push(format!(
+                "an INSERT into leader_work by {replica} sent at {sent:.0} ms, outside its terms \
+                 (it never landed)"
             ));
         }
     }
@@ -263,7 +328,7 @@ pub fn work_only_from_leader_at(
     let message = if bad.is_empty() {
         format!(
             "{} rows from {:?}, each written while its replica led ({held} of them sent while \
-             it led and held by a fault on its link until after its term: unfenced, X-FENCE)",
+             it led and held in transit until after its term: unfenced, X-FENCE)",
             rows.len(),
             writers
         )

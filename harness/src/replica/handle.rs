@@ -23,10 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -34,6 +33,7 @@ use tokio::time::Instant;
 use super::api::{ControlReply, ControlRequest, LeaderInfo, ReadyReport, WorkerInfo};
 use super::control::{LoopMode, WorkerMode};
 use super::program::{Level, Program, Values};
+use super::reaper::{Exit, Exits, Reaper};
 use crate::event::{EventLine, ReplicaEvent};
 use crate::topology::cleanup::{Registration, Resource};
 
@@ -230,7 +230,14 @@ struct History {
     events: Arc<Mutex<Vec<ReceivedEvent>>>,
     count: watch::Sender<usize>,
     sender: broadcast::Sender<ReceivedEvent>,
+    /// How each incarnation ended, when the harness reaped it.
+    exits: Exits,
+    /// Every line of its log (stderr, and stdout below level 3), with when the harness read it.
+    lines: Lines,
 }
+
+/// A replica's log lines, each with when the harness read it.
+type Lines = Arc<Mutex<Vec<(Instant, String)>>>;
 
 impl History {
     fn new() -> Self {
@@ -238,6 +245,8 @@ impl History {
             events: Arc::default(),
             count: watch::Sender::new(0),
             sender: broadcast::Sender::new(EVENT_CAPACITY),
+            exits: Exits::default(),
+            lines: Lines::default(),
         }
     }
 
@@ -269,7 +278,8 @@ impl History {
 /// The running child and what reads its pipes.
 #[derive(Debug)]
 struct Incarnation {
-    child: Child,
+    /// Owns the child and sees it exit.
+    child: Reaper,
     pid: u32,
     http: String,
     elector: bool,
@@ -277,7 +287,6 @@ struct Incarnation {
     eof: watch::Receiver<bool>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     readers: Vec<JoinHandle<()>>,
-    status: Option<ExitStatus>,
     /// The child's pid in the signal guard's registry while this lives: a SIGINT or SIGTERM of
     /// the harness kills it (a program other than ours does not die with its parent).
     _registered: Registration,
@@ -449,11 +458,7 @@ impl ReplicaProcess {
     /// # Errors
     /// The signal could not be sent.
     pub fn signal(&mut self, signal: Signal) -> anyhow::Result<()> {
-        if !self.is_running() {
-            return Ok(());
-        }
-        let pid = i32::try_from(self.current.pid).context("pid out of range")?;
-        kill(Pid::from_raw(pid), signal)
+        (self.current.child.signal(signal))
             .with_context(|| format!("kill -{signal} {} ({})", self.current.pid, self.spec.name))
     }
 
@@ -489,19 +494,26 @@ impl ReplicaProcess {
         self.signal(Signal::SIGTERM)
     }
 
-    /// Whether the child still runs (reaps it when it has exited).
-    pub fn is_running(&mut self) -> bool {
-        if self.current.status.is_some() {
-            return false;
-        }
-        match self.current.child.try_wait() {
-            Ok(Some(status)) => {
-                self.current.status = Some(status);
-                false
-            }
-            Ok(None) => true,
-            Err(_) => false,
-        }
+    /// Whether the child still runs.
+    pub fn is_running(&self) -> bool {
+        self.current.child.exited().is_none()
+    }
+
+    /// How each of this replica's processes ended (across restarts), with the harness's time of
+    /// each exit, in order.
+    pub fn exits(&self) -> Vec<Exit> {
+        self.history
+            .exits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every line of its log so far (across restarts), with when the harness read it.
+    pub fn log_lines(&self) -> Vec<(Instant, String)> {
+        (self.history.lines.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Waits for the child to exit and for its pipes to be read to the end.
@@ -509,20 +521,11 @@ impl ReplicaProcess {
     /// # Errors
     /// Waiting failed.
     pub async fn wait(&mut self) -> anyhow::Result<ExitStatus> {
-        if let Some(status) = self.current.status {
-            return Ok(status);
-        }
-        let status = self
-            .current
-            .child
-            .wait()
-            .await
-            .context("waiting for the replica")?;
-        self.current.status = Some(status);
+        let exit = self.current.child.wait().await;
         for reader in self.current.readers.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
         }
-        Ok(status)
+        exit.status.context("waiting for the replica")
     }
 
     /// [`wait`](Self::wait) for at most `within`; `None` when the child still runs.
@@ -776,6 +779,7 @@ fn copy_lines(
     pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     log: Option<&PathBuf>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    timed: Lines,
     name: String,
 ) -> anyhow::Result<JoinHandle<()>> {
     let mut file = match log {
@@ -791,6 +795,7 @@ fn copy_lines(
     Ok(tokio::spawn(async move {
         let mut lines = BufReader::new(pipe).lines();
         while let Ok(Some(line)) = lines.next_line().await {
+            let at = Instant::now();
             match &mut file {
                 Some(f) => {
                     let _ = writeln!(f, "{line}");
@@ -801,7 +806,9 @@ fn copy_lines(
             if tail.len() == STDERR_TAIL {
                 tail.pop_front();
             }
-            tail.push_back(line);
+            tail.push_back(line.clone());
+            drop(tail);
+            (timed.lock().unwrap_or_else(|e| e.into_inner())).push((at, line));
         }
     }))
 }
@@ -850,6 +857,7 @@ async fn start(
             stdout,
             spec.stderr_log.as_ref(),
             stderr_tail.clone(),
+            history.lines.clone(),
             name.clone(),
         )?;
         tokio::spawn(async move {
@@ -857,17 +865,22 @@ async fn start(
             eof_tx.send_replace(true);
         })
     };
-    let stderr_reader = copy_lines(stderr, spec.stderr_log.as_ref(), stderr_tail.clone(), name)?;
+    let stderr_reader = copy_lines(
+        stderr,
+        spec.stderr_log.as_ref(),
+        stderr_tail.clone(),
+        history.lines.clone(),
+        name,
+    )?;
 
     let mut incarnation = Incarnation {
-        child,
+        child: Reaper::spawn(child, pid, history.exits.clone()),
         pid,
         http: spec.listen().to_owned(),
         elector: spec.dsn.is_some(),
         eof,
         stderr_tail,
         readers: vec![stdout_reader, stderr_reader],
-        status: None,
         _registered: Registration::new(Resource::Pid(pid)),
     };
     let started = match program.level() {
@@ -885,11 +898,11 @@ async fn start(
     match started {
         Ok(()) => Ok(incarnation),
         Err(why) => {
-            let _ = incarnation.child.start_kill();
+            let _ = incarnation.child.signal(Signal::SIGKILL);
             let status = tokio::time::timeout(Duration::from_secs(2), incarnation.child.wait())
                 .await
                 .ok()
-                .and_then(Result::ok);
+                .and_then(|e| e.status);
             for reader in incarnation.readers.drain(..) {
                 let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
             }
@@ -915,8 +928,11 @@ async fn wait_metrics(
     let url = format!("http://{}/metrics", inc.http);
     let mut last = format!("nothing answered on {url}");
     loop {
-        if let Ok(Some(status)) = inc.child.try_wait() {
-            return Err(format!("it exited before serving /metrics: {status}"));
+        if let Some(exit) = inc.child.exited() {
+            return Err(format!(
+                "it exited before serving /metrics: {}",
+                status_text(exit)
+            ));
         }
         match http.get(&url).send().await {
             Ok(r) if r.status().is_success() => {
@@ -948,11 +964,18 @@ async fn wait_metrics(
 /// Waits [`LEVEL0_SETTLE`] and checks the child still runs (level 0).
 async fn wait_settled(inc: &mut Incarnation) -> Result<(), String> {
     tokio::time::sleep(LEVEL0_SETTLE).await;
-    match inc.child.try_wait() {
-        Ok(None) => Ok(()),
-        Ok(Some(status)) => Err(format!("it exited within {LEVEL0_SETTLE:?}: {status}")),
-        Err(e) => Err(format!("cannot tell whether it runs: {e}")),
+    match inc.child.exited() {
+        None => Ok(()),
+        Some(exit) => Err(format!(
+            "it exited within {LEVEL0_SETTLE:?}: {}",
+            status_text(exit)
+        )),
     }
+}
+
+fn status_text(exit: Exit) -> String {
+    exit.status
+        .map_or_else(|| "exit status unknown".to_owned(), |s| s.to_string())
 }
 
 fn first_lines(text: &str) -> String {

@@ -29,6 +29,7 @@ mod http;
 mod loops;
 mod names;
 pub mod program;
+mod reaper;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -45,6 +46,7 @@ use crate::event::ReplicaEvent;
 
 pub use handle::{ReceivedEvent, ReplicaProcess, ReplicaSpec};
 pub use names::{EVERY_REPLICA_LOOPS, TICKED_LOOPS, WHILE_LEADER_LOOPS};
+pub use reaper::Exit;
 
 /// How long the boot check may take to reach PostgreSQL before the replica gives up.
 pub const BOOT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

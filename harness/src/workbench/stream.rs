@@ -267,7 +267,19 @@ impl Narration {
                 format!("pg_locks: {replica}'s lock went with its session (backend {pid} gone)")
             }),
             What::Readiness { status, failing } => self.readiness(status, failing),
-            What::Probes { .. } | What::ServerClock { .. } | What::Wire { .. } => None,
+            What::Exited {
+                replica,
+                code,
+                signal,
+            } => Some(match (code, signal) {
+                (Some(code), _) => format!("{replica} exited with status {code}"),
+                (_, Some(signal)) => format!("{replica} ended by signal {signal}"),
+                _ => format!("{replica} ended (status unknown)"),
+            }),
+            What::Probes { .. }
+            | What::ServerClock { .. }
+            | What::Wire { .. }
+            | What::Log { .. } => None,
         }
     }
 

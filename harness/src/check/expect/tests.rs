@@ -311,8 +311,30 @@ fn events_are_measured_from_the_named_step() {
     assert_eq!(sides, [(Worse::Above, true), (Worse::Below, false)]);
 }
 
+fn logged(at: f64, replica: &str, line: &str) -> Entry {
+    Entry {
+        t_ms: at,
+        what: What::Log {
+            replica: replica.into(),
+            line: line.into(),
+        },
+    }
+}
+
+fn log_expectation(texts: &[&str], replica: Who, window: Option<(&str, &str)>) -> Expectation {
+    Expectation {
+        clause: "RUN-4".into(),
+        expect: Expect::Log {
+            texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+            replica,
+            after: window.map(|(after, _)| after.to_owned()),
+            within: window.map(|(_, within)| Span::parse(within).unwrap()),
+        },
+    }
+}
+
 #[test]
-fn a_log_expectation_reads_the_named_replicas_log() {
+fn a_log_expectation_reads_the_named_replicas_lines() {
     let marks: Marks = [(
         "failing".to_owned(),
         Mark {
@@ -322,34 +344,223 @@ fn a_log_expectation_reads_the_named_replicas_log() {
         },
     )]
     .into();
-    let log = |text: &str| ReplicaLog {
-        path: "replica-r2.log".into(),
-        text: Ok(text.into()),
-    };
-    let logs = [("r2".to_owned(), log("INFO x\nERROR boom loop=\"l\"\n"))].into();
-    let f = facts(&[], &marks, &logs);
-    let ex = |texts: &[&str]| Expectation {
-        clause: "READY-4".into(),
-        expect: Expect::Log {
-            texts: texts.iter().map(|t| (*t).to_owned()).collect(),
-            replica: Who::Named("failing".into()),
+    let logs = [(
+        "r2".to_owned(),
+        ReplicaLog {
+            path: "replica-r2.log".into(),
+            text: Ok(String::new()),
         },
-    };
-    assert_eq!(decide(&ex(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
+    )]
+    .into();
+    let entries = [
+        logged(10.0, "r2", "INFO x"),
+        logged(20.0, "r2", "ERROR boom loop=\"l\""),
+        logged(30.0, "r1", "WARN other"),
+    ];
+    let f = facts(&entries, &marks, &logs);
+    let named = |texts: &[&str]| log_expectation(texts, Who::Named("failing".into()), None);
     assert_eq!(
-        decide(&ex(&["ERROR", "INFO"]), &f).verdict,
+        decide(&named(&["ERROR", "boom"]), &f).verdict,
+        Verdict::Valid
+    );
+    assert_eq!(
+        decide(&named(&["ERROR", "INFO"]), &f).verdict,
         Verdict::Invalid
     );
-    let any = |texts: &[&str]| Expectation {
-        clause: "CFG-3".into(),
-        expect: Expect::Log {
-            texts: texts.iter().map(|t| (*t).to_owned()).collect(),
-            replica: Who::Any,
-        },
-    };
-    assert_eq!(decide(&any(&["ERROR", "boom"]), &f).verdict, Verdict::Valid);
+    // r1's line is not r2's.
+    assert_eq!(decide(&named(&["WARN"]), &f).verdict, Verdict::Invalid);
+    let any = |texts: &[&str]| log_expectation(texts, Who::Any, None);
+    assert_eq!(decide(&any(&["WARN", "other"]), &f).verdict, Verdict::Valid);
     assert_eq!(
         decide(&any(&["ERROR", "INFO"]), &f).verdict,
         Verdict::Invalid
     );
+}
+
+/// A log line counts only inside its window: after the named step, and no later than `within`
+/// (+ the slack) after it; a line written before the fault, or long after, is not the one the
+/// fault should cause.
+#[test]
+fn a_log_expectation_with_a_window_ignores_lines_outside_it() {
+    let marks: Marks = [(
+        "bounce".to_owned(),
+        Mark {
+            target: "server".into(),
+            at_ms: 1_000.0,
+            began_ms: 1_000.0,
+        },
+    )]
+    .into();
+    let logs = BTreeMap::new();
+    let warn = "WARN leader: acquire lock connection: refused";
+    let ex = log_expectation(
+        &["WARN", "leader: acquire lock connection:"],
+        Who::Any,
+        Some(("bounce", "2T")),
+    );
+    // T = 200 ms, slack 40 ms: the window is 1000..=1440 ms.
+    for (at, verdict) in [
+        (900.0, Verdict::Invalid),
+        (1_100.0, Verdict::Valid),
+        (1_430.0, Verdict::Valid),
+        (1_500.0, Verdict::Invalid),
+    ] {
+        let entries = [logged(at, "r1", warn)];
+        let c = decide(&ex, &facts(&entries, &marks, &logs));
+        assert_eq!(c.verdict, verdict, "a line at {at} ms: {}", c.message);
+    }
+    let entries = [logged(
+        1_100.0,
+        "r1",
+        "INFO leader: acquire lock connection: refused",
+    )];
+    assert_eq!(
+        decide(&ex, &facts(&entries, &marks, &logs)).verdict,
+        Verdict::Invalid
+    );
+}
+
+/// RUN-6's exit: the stopped replica must end by itself with status 0 within the bound; one
+/// that stays up until the harness's SIGKILL, or exits with another status, fails, and the
+/// message says how it ended.
+#[test]
+fn an_exit_expectation_wants_status_zero_in_time() {
+    let marks: Marks = [(
+        "stop".to_owned(),
+        Mark {
+            target: "r1".into(),
+            at_ms: 1_000.0,
+            began_ms: 1_000.0,
+        },
+    )]
+    .into();
+    let logs = BTreeMap::new();
+    let ex = Expectation {
+        clause: "RUN-6".into(),
+        expect: Expect::Event {
+            awaited: Awaited::Exited,
+            replica: Who::Named("stop".into()),
+            after: Some("stop".into()),
+            within: Some(Span::parse("2s").unwrap()),
+            not_before: None,
+            absent: false,
+        },
+    };
+    let exited = |at: f64, replica: &str, code: Option<i32>, signal: Option<i32>| Entry {
+        t_ms: at,
+        what: What::Exited {
+            replica: replica.into(),
+            code,
+            signal,
+        },
+    };
+    let decided = |entries: &[Entry]| decide(&ex, &facts(entries, &marks, &logs));
+    assert_eq!(
+        decided(&[exited(1_300.0, "r1", Some(0), None)]).verdict,
+        Verdict::Valid
+    );
+    // Another replica's exit is not the stopped one's.
+    assert_eq!(
+        decided(&[exited(1_300.0, "r2", Some(0), None)]).verdict,
+        Verdict::Invalid
+    );
+    // Too late (2 s + the 40 ms slack).
+    assert_eq!(
+        decided(&[exited(3_100.0, "r1", Some(0), None)]).verdict,
+        Verdict::Invalid
+    );
+    let c = decided(&[exited(7_000.0, "r1", None, Some(9))]);
+    assert_eq!(c.verdict, Verdict::Invalid);
+    assert!(
+        c.message
+            .contains("did not exit until the harness's SIGKILL, 30.00T later"),
+        "{c}"
+    );
+    let c = decided(&[exited(1_300.0, "r1", Some(1), None)]);
+    assert_eq!(c.verdict, Verdict::Invalid);
+    assert!(c.message.contains("exited with status 1"), "{c}");
+}
+
+/// DEM-2 at level 0: with no gauge, a demotion is the replica's close of its lock connection,
+/// as its proxy read it (no sampling error); a close that came too late fails the bound, and
+/// without the wire (an upstream Toxiproxy) nothing is decided.
+#[test]
+fn at_level_0_a_demotion_is_the_close_of_the_lock_connection() {
+    use wiretap::{Closer, Outcome, WireEvent};
+    let marks = cut_at_100();
+    let logs = BTreeMap::new();
+    let wire = |t_ms: f64, event: WireEvent| Entry {
+        t_ms,
+        what: What::Wire {
+            replica: "a".into(),
+            conn: 1,
+            event,
+        },
+    };
+    let history = |closed_at: f64| {
+        let mut e = vec![
+            wire(0.0, WireEvent::Opened),
+            wire(0.0, WireEvent::Backend { pid: 7 }),
+            wire(
+                1.0,
+                WireEvent::Statement {
+                    id: 1,
+                    sql: "SELECT pg_try_advisory_lock(1886156915, 1)".into(),
+                    params: vec![],
+                },
+            ),
+            wire(
+                2.0,
+                WireEvent::Answer {
+                    id: 1,
+                    outcome: Outcome::Done {
+                        tags: vec!["SELECT 1".into()],
+                        rows: 1,
+                        row: Some(vec![Some("t".into())]),
+                    },
+                },
+            ),
+            locks(20.0, "a"),
+            locks(closed_at - 10.0, "a"),
+            wire(
+                closed_at,
+                WireEvent::Closed {
+                    by: Closer::Client,
+                    terminate: true,
+                },
+            ),
+            Entry {
+                t_ms: closed_at + 20.0,
+                what: What::Locks { rows: vec![] },
+            },
+            Entry {
+                t_ms: 2_000.0,
+                what: What::Locks { rows: vec![] },
+            },
+        ];
+        e.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        e
+    };
+    let tapped = crate::check::wire::WireSetup {
+        tapped: true,
+        ..Default::default()
+    };
+    let judge = |entries: &[Entry], wire| {
+        let f = Facts {
+            wire,
+            ..facts(entries, &marks, &logs)
+        };
+        decide_at(
+            &demoted("2T", Who::Named("cut".into()), false),
+            &f,
+            Level::Process,
+        )
+    };
+    let c = judge(&history(350.0), &tapped);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.figures["demoted after"], "1.25T");
+    let c = judge(&history(600.0), &tapped);
+    assert_eq!(c.verdict, Verdict::Invalid, "2.5T: {c:?}");
+    let c = judge(&history(350.0), &NO_WIRE);
+    assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
 }

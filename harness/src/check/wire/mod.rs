@@ -14,6 +14,7 @@
 //! | `idle_session_timeout on the lock session` | ORPH-1 | 4T in force on the lock session from its grant |
 //! | `leader cadence` | RUN-5 | a check on the lock session every T |
 //! | `lock connection closed after a failed check` | DEM-1 | an error or no answer within T on the lock session closes it |
+//! | `the lock session names its replica` | X-WHO | the lock session's `application_name` is the replica's name from its grant to its end |
 //!
 //! Behind a transaction-mode pooler a replica's statements run on whichever server session the
 //! pooler picks, and the pid its client sees is PgBouncer's: the lock-session checks skip such
@@ -160,6 +161,7 @@ pub fn checks(entries: &[Entry], b: &Bounds, setup: &WireSetup) -> Vec<Check> {
         idle_timeout_on_the_lock_session(&w),
         leader_cadence(&w),
         closed_after_a_failed_check(&w),
+        lock_session_names_its_replica(&w),
     ];
     if setup.tapped {
         return all;
@@ -535,6 +537,55 @@ fn one_lock_session_per_term(w: &Wire) -> Check {
         message,
     )
     .with_measures(super::count_at_most("lock moves mid-term", n, bad.len(), 0))
+}
+
+/// X-WHO: the lock session carries the replica's identity: the `application_name` in force on
+/// it (its startup packet's, or a later `SET`, as the client sent them) is the replica's name
+/// when the lock is granted and stays so until the session ends, so the spec's leader-finding
+/// query says which replica leads.
+fn lock_session_names_its_replica(w: &Wire) -> Check {
+    let (mut n, mut bad) = (0usize, Vec::new());
+    for l in visible_sessions(w) {
+        n += 1;
+        let c = &w.conns[l.conn];
+        let until = l.ended_ms.unwrap_or(f64::INFINITY);
+        let at_grant = (c.names.iter().rev()).find(|(at, _)| *at <= l.granted_ms);
+        let later = (c.names.iter()).filter(|(at, _)| *at > l.granted_ms && *at < until);
+        let wrong = at_grant
+            .into_iter()
+            .chain(later)
+            .find(|(_, name)| *name != l.replica);
+        let why = match (at_grant, wrong) {
+            (None, _) => Some("no application_name".to_owned()),
+            (_, Some((at, name))) => Some(format!("application_name {name:?} at {at:.0} ms")),
+            _ => None,
+        };
+        if let Some(why) = why {
+            bad.push(format!(
+                "{}'s lock session (connection {}, granted at {:.0} ms): {why}",
+                l.replica, c.id, l.granted_ms
+            ));
+        }
+    }
+    let message = match bad.first() {
+        None => format!("{n} lock sessions, each named for its replica"),
+        Some(first) => format!(
+            "{} lock sessions not named for their replica, first: {first}",
+            bad.len()
+        ),
+    };
+    Check::new(
+        "the lock session names its replica",
+        &["X-WHO"],
+        super::verdict_of(n, bad.is_empty()),
+        message,
+    )
+    .with_measures(super::count_at_most(
+        "lock sessions misnamed",
+        n,
+        bad.len(),
+        0,
+    ))
 }
 
 /// SESS-1: the lock connection is outside the pool, so nothing closes it but the replica's own

@@ -301,13 +301,28 @@ pub fn sampled_until(entries: &[Entry]) -> f64 {
 /// kernel as the process died (a `kill` or `restart` of it, within the second after) is no
 /// demotion, nor is one in the shutdown after the run.
 pub fn lock_closes(entries: &[Entry]) -> Vec<(String, f64)> {
+    closes(entries, true)
+}
+
+/// Every close by a replica of a connection that held the lock, without releasing it first,
+/// away from its process's death and before the harness stops the replicas, in time order: a
+/// program that shows nothing else (contract level 0) has ended its term there, whether or not
+/// it leads again (one that goes on as leader without its lock session fails SESS-1).
+pub fn lock_connection_closes(entries: &[Entry]) -> Vec<(String, f64)> {
+    closes(entries, false)
+}
+
+/// [`lock_closes`] (`then_led`: only those after which the replica took the lock again) or
+/// [`lock_connection_closes`].
+fn closes(entries: &[Entry], then_led: bool) -> Vec<(String, f64)> {
     let conns = conversations(entries);
     let until = sampled_until(entries);
     let sessions = lock_sessions(entries, &conns);
     let next_term = |r: &str, after: f64| {
-        sessions
-            .iter()
-            .any(|l| l.replica == r && l.granted_ms > after)
+        !then_led
+            || sessions
+                .iter()
+                .any(|l| l.replica == r && l.granted_ms > after)
     };
     let deaths: Vec<(String, f64)> = (crate::timeline::fault_spans(entries).into_iter())
         .filter(|f| {

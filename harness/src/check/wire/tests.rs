@@ -30,8 +30,20 @@ impl History {
         });
     }
 
+    /// A connection named for its replica (the contract's `application_name`).
     fn open(&mut self, t_ms: f64, replica: &str, conn: u64, pid: i32) {
+        self.open_named(t_ms, replica, conn, pid, Some(replica));
+    }
+
+    fn open_named(&mut self, t_ms: f64, replica: &str, conn: u64, pid: i32, name: Option<&str>) {
         self.wire(t_ms, replica, conn, WireEvent::Opened);
+        let startup = WireEvent::Startup {
+            user: Some("app".into()),
+            database: Some("plexsphere".into()),
+            application_name: name.map(str::to_owned),
+            options: None,
+        };
+        self.wire(t_ms, replica, conn, startup);
         self.wire(t_ms, replica, conn, WireEvent::Backend { pid });
     }
 
@@ -287,4 +299,30 @@ fn a_grant_to_a_closed_connection_is_no_lock_session() {
     );
     let c = h.judge("the lock session carries only the checks");
     assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+/// X-WHO: the lock session carries its replica's name from the grant to its end; one without
+/// a name, or renamed while it holds the lock, fails.
+#[test]
+fn the_lock_session_must_name_its_replica() {
+    const CHECK: &str = "the lock session names its replica";
+    let c = History::election(T, T, 10.0 * T).judge(CHECK);
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    // Renamed after the grant (a program that calls its lock session "leader").
+    let mut h = History::election(T, T, 10.0 * T);
+    let renamed = WireEvent::Parameter {
+        name: "application_name".into(),
+        value: "leader".into(),
+    };
+    h.wire(3.0 * T, "a", 1, renamed);
+    let c = h.judge(CHECK);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    assert!(c.message.contains("\"leader\""), "{c}");
+    // Never named: the lock row's holder is found by its pid alone.
+    let mut h = History::default();
+    h.open_named(0.0, "a", 1, 10, None);
+    h.said(1.0, "a", 1, LOCK, "t");
+    h.locks(10.0, 5.0 * T, Some((10, "")));
+    let c = h.judge(CHECK);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
 }

@@ -392,3 +392,83 @@ fn a_term_begins_at_its_grant_on_the_wire_not_when_its_event_is_read() {
     let c = work_only_from_leader(&blind, rows, 9_000.0, &bounds(), &none);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
 }
+
+/// A row that landed after its writer's term is held in transit when its `INSERT` left the
+/// writer inside the term, as the writer's proxy read it: with no fault around (a pooler
+/// queue, a slow server), and whatever faults came after. One that left after the term is
+/// the writer's own late work, even with a partition on its link to excuse it.
+#[test]
+fn a_late_row_is_judged_by_when_its_insert_left_the_writer() {
+    use wiretap::{Outcome, WireEvent};
+    let wire = |t_ms: f64, event: WireEvent| Entry {
+        t_ms,
+        what: What::Wire {
+            replica: "a".into(),
+            conn: 2,
+            event,
+        },
+    };
+    let insert = |sent: f64, answered: f64, id: u64| {
+        let sql = "INSERT INTO leader_work (loop_name, replica, term) VALUES ('sweep', $1, $2)";
+        [
+            wire(
+                sent,
+                WireEvent::Statement {
+                    id,
+                    sql: sql.into(),
+                    params: vec![Some("a".into()), Some("1".into())],
+                },
+            ),
+            wire(
+                answered,
+                WireEvent::Answer {
+                    id,
+                    outcome: Outcome::Done {
+                        tags: vec!["INSERT 0 1".into()],
+                        rows: 0,
+                        row: None,
+                    },
+                },
+            ),
+        ]
+    };
+    let row = |t_ms| WorkRow {
+        loop_name: "sweep".into(),
+        replica: "a".into(),
+        term: 1,
+        t_ms,
+        fence: None,
+    };
+    let judged = |extra: Vec<Entry>| {
+        let mut tl = vec![
+            wire(0.0, WireEvent::Opened),
+            ev(0.0, "a", acquired(1)),
+            ev(1_000.0, "a", demoted(1)),
+            ev(1_020.0, "b", acquired(1)),
+        ];
+        tl.extend(extra);
+        tl.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        work_only_from_leader(&tl, &[row(2_500.0)], 4_000.0, &bounds(), &BTreeSet::new())
+    };
+    // Sent at 900 ms, in the term; landed at 2.5 s with no fault: held in transit.
+    let c = judged(insert(900.0, 2_510.0, 1).into());
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
+    // Sent at 2.4 s, after the term, with a partition on its link from 800 ms: late work.
+    let mut late: Vec<Entry> = insert(2_400.0, 2_510.0, 1).into();
+    late.push(fault(800.0, Verb::Partition, "a", false));
+    late.push(fault(2_300.0, Verb::Partition, "a", true));
+    let c = judged(late);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    assert!(c.message.contains("sent at 2400 ms"), "{c}");
+    // Another term's INSERT (term 2) says nothing of this row: the fault decides.
+    let mut other: Vec<Entry> = insert(900.0, 2_510.0, 1).into();
+    if let What::Wire {
+        event: WireEvent::Statement { params, .. },
+        ..
+    } = &mut other[0].what
+    {
+        params[1] = Some("2".into());
+    }
+    assert_eq!(judged(other).verdict, Verdict::Invalid);
+}

@@ -214,14 +214,14 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         (
             "after",
             raw.after.is_some(),
-            event || readyz,
-            "an `event`, `readyz` or `readyz_says` expectation",
+            event || readyz || !raw.log.is_empty(),
+            "an `event`, `readyz`, `readyz_says` or `log` expectation",
         ),
         (
             "within",
             raw.within.is_some(),
-            event,
-            "an `event` expectation",
+            event || !raw.log.is_empty(),
+            "an `event` or `log` expectation",
         ),
         (
             "not_before",
@@ -425,6 +425,8 @@ impl Reader {
             Expect::Log {
                 texts: raw.log,
                 replica,
+                after,
+                within: raw.within,
             }
         };
         Ok(Expectation { clause, expect })

@@ -279,7 +279,7 @@ impl Gen {
     }
 
     fn expect(&mut self) -> Expect {
-        let events: Vec<Awaited> = Awaited::SERVER_SIDE
+        let events: Vec<Awaited> = Awaited::OBSERVED
             .into_iter()
             .chain(all::<EventKind>().into_iter().map(Awaited::Event))
             .collect();
@@ -301,6 +301,8 @@ impl Gen {
             5 => Expect::Log {
                 texts: (0..self.rng.usize(1..4)).map(|_| self.text()).collect(),
                 replica: self.who(false),
+                after: self.after(),
+                within: self.maybe(Self::span),
             },
             _ => Expect::Event {
                 awaited: self.pick(&events),

@@ -46,11 +46,11 @@ impl Vocabulary for WaitFor {
 
 impl Vocabulary for Awaited {
     fn read(w: &str) -> Result<Self, String> {
-        if let Some(observed) = Awaited::SERVER_SIDE.iter().find(|a| a.to_string() == w) {
+        if let Some(observed) = Awaited::OBSERVED.iter().find(|a| a.to_string() == w) {
             return Ok(*observed);
         }
         parse(w).map(Awaited::Event).map_err(|_| {
-            let events = (Awaited::SERVER_SIDE.iter())
+            let events = (Awaited::OBSERVED.iter())
                 .map(ToString::to_string)
                 .chain(words::<EventKind>().iter().map(|w| (*w).to_owned()));
             unknown("event", w, events.collect::<Vec<_>>().join(", "))
@@ -160,12 +160,13 @@ mod tests {
         );
         let e = Awaited::read("nope").unwrap_err();
         assert!(
-            e.contains("expected one of lock_released, unlocked, timed_out, started"),
+            e.contains("expected one of lock_released, unlocked, timed_out, exited, started"),
             "{e}"
         );
         assert_eq!(Awaited::read("lock_released"), Ok(Awaited::LockReleased));
         assert_eq!(Awaited::read("unlocked"), Ok(Awaited::Unlocked));
         assert_eq!(Awaited::read("timed_out"), Ok(Awaited::TimedOut));
+        assert_eq!(Awaited::read("exited"), Ok(Awaited::Exited));
         assert_eq!(Verb::read("kill-backend"), Ok(Verb::KillBackend));
     }
 }

@@ -139,7 +139,15 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         } => {
             (raw.readyz_says, raw.replica, raw.after) = (Some(text.clone()), who(replica), after(a))
         }
-        Expect::Log { texts, replica } => (raw.log, raw.replica) = (texts.clone(), who(replica)),
+        Expect::Log {
+            texts,
+            replica,
+            after: a,
+            within,
+        } => {
+            (raw.log, raw.replica) = (texts.clone(), who(replica));
+            (raw.after, raw.within) = (after(a), *within);
+        }
     }
     raw
 }

@@ -3,6 +3,7 @@
 //! the last.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -162,10 +163,34 @@ impl Stage {
         }
         let wire = self.wire.stop().await;
         for p in self.replicas.values() {
+            let replica = || p.name().to_owned();
             for ev in p.history() {
-                let replica = p.name().to_owned();
                 let event = ev.line.event.clone();
-                (self.timeline).record_at(ev.at, What::Replica { replica, event });
+                (self.timeline).record_at(
+                    ev.at,
+                    What::Replica {
+                        replica: replica(),
+                        event,
+                    },
+                );
+            }
+            for (at, line) in p.log_lines() {
+                (self.timeline).record_at(
+                    at,
+                    What::Log {
+                        replica: replica(),
+                        line,
+                    },
+                );
+            }
+            for exit in p.exits() {
+                let (code, signal) = (exit.status).map_or((None, None), |s| (s.code(), s.signal()));
+                let what = What::Exited {
+                    replica: replica(),
+                    code,
+                    signal,
+                };
+                self.timeline.record_at(exit.at, what);
             }
         }
         let entries = self.timeline.entries();
