@@ -3,7 +3,8 @@
 # packages (no container registry is needed). Idempotent: an image whose recipe hash label
 # matches is kept as it is.
 #
-#   ci/build-images.sh [--pg LIST] [postgres] [pgbouncer] [toxiproxy]   (default: all three)
+#   ci/build-images.sh [--pg LIST] [postgres] [pgbouncer] [toxiproxy] [go-replica]
+#                                            (default: the first three)
 #   ci/build-images.sh [--pg LIST] --print-recipe-hash   the recipe hash of the Debian-built
 #                                            images (base, postgres, pgbouncer of each major in
 #                                            LIST): a cache key for --save
@@ -25,6 +26,12 @@
 #   elector-local/postgres:<major>       upstream `postgres` image contract (15 by default)
 #   elector-local/pgbouncer:<version>    edoburu/pgbouncer environment contract (1.18 by default)
 #   elector-local/toxiproxy:dev          the workspace's Toxiproxy-compatible server
+#
+# go-replica is not an image but a binary: the Go example replica (replicas/go/), compiled in a
+# docker build on the trixie base (Go 1.24 and pgx v4.18 from Debian, GOPATH mode, no module
+# proxy), whatever LIST says, and copied out to target/replicas/go/replica. Skipped when
+# target/replicas/go/replica.recipe holds its recipe hash (the trixie base's, the Dockerfile's
+# and the sources').
 #
 # The recipe files under ci/images/ are templates: @DEBIAN_RELEASE@, @PG_MAJOR@ and
 # @PGBOUNCER_VERSION@ are filled in for each release (bookworm's rendering is the files as they
@@ -241,13 +248,48 @@ build_toxiproxy() {
   rm -rf "$ctx"
 }
 
+go_major=17 # the Go replica is compiled on this major's base (trixie: Go 1.24, pgx 4.18)
+go_out=$root/target/replicas/go
+build_go_replica() {
+  use_pg "$go_major"
+  build_base
+  local ctx=$work/go-replica src recipe
+  mkdir -p "$ctx"
+  cp "$here/images/go-replica/Dockerfile" "$ctx/"
+  cp -R "$root/replicas/go" "$ctx/src"
+  # The sources by relative path and content (a rename changes the recipe too).
+  src=$(cd "$ctx/src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum |
+    sha256sum | cut -c1-16)
+  recipe=$(recipe_of "$base_recipe" "$ctx/Dockerfile" "$src")
+  if [ -x "$go_out/replica" ] && [ "$(cat "$go_out/replica.recipe" 2>/dev/null)" = "$recipe" ]; then
+    log "target/replicas/go/replica is up to date"; return
+  fi
+  log "compiling the Go replica on $base (target/replicas/go/replica)"
+  local image=elector-local/go-replica:build container
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$base" --label "$label=$recipe" \
+    -t "$image" "$ctx" >/dev/null 2>/var/tmp/elector-docker-build.log ||
+    { log "error: docker build of the Go replica failed:"; cat /var/tmp/elector-docker-build.log >&2
+      return 1; }
+  mkdir -p "$go_out"
+  rm -f "$go_out/replica.recipe"
+  container=$(docker create "$image" /out/replica)
+  if ! { docker cp -q "$container:/out/replica" "$go_out/replica" &&
+    docker cp -q "$container:/out/go-version" "$go_out/go-version"; }; then
+    docker rm -f "$container" >/dev/null; return 1
+  fi
+  docker rm -f "$container" >/dev/null
+  printf '%s\n' "$recipe" >"$go_out/replica.recipe"
+}
+
 want=("$@"); [ ${#want[@]} -gt 0 ] || want=(postgres pgbouncer toxiproxy)
-pg_wanted='' toxiproxy_wanted=''
+pg_wanted='' toxiproxy_wanted='' go_wanted=''
 for w in "${want[@]}"; do
   case $w in
     postgres | pgbouncer) pg_wanted=1 ;;
     toxiproxy) toxiproxy_wanted=1 ;;
-    *) log "error: unknown image '$w' (expected postgres, pgbouncer or toxiproxy)"; exit 2 ;;
+    go-replica) go_wanted=1 ;;
+    *) log "error: unknown image '$w' (expected postgres, pgbouncer, toxiproxy or go-replica)"
+       exit 2 ;;
   esac
 done
 start=$(date +%s)
@@ -268,4 +310,5 @@ if [ -n "$toxiproxy_wanted" ]; then
   build_base
   build_toxiproxy
 fi
+if [ -n "$go_wanted" ]; then build_go_replica; fi
 log "images ready in $(( $(date +%s) - start )) s"

