@@ -73,7 +73,8 @@ pub struct Config {
     /// X-FENCE (beyond the spec): each term carries a fencing token ([`Term::fence`]) drawn from
     /// a database sequence by the granting statement, larger than every earlier term's of any
     /// replica, so that work can reject the writes of an older term that reach their store
-    /// late ([`sql::FENCE_LATEST`] shows the guarded write). The elector creates the sequence
+    /// late ([`sql::FENCE_LATEST`] shows the guarded write, a read at the statement's start,
+    /// not at its transaction's commit: see [`Term::fence`]). The elector creates the sequence
     /// ([`sql::CREATE_FENCE`]) before its first attempt. Costs one `nextval` per grant,
     /// nothing per check. Default: `false` (the spec's attempt, no token).
     ///

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::attempt::{fenced_if, Attempts};
 use crate::config::{check_identity, idle_session_timeout_ms};
 use crate::gauge::LeaderGauge;
 use crate::leadership::{Leadership, Publisher};
@@ -29,8 +30,9 @@ pub struct Elector {
 pub(crate) struct Inner {
     pub(crate) pool: deadpool_postgres::Pool,
     pub(crate) interval: Duration,
-    /// The standby's attempt, which also sets the orphaned-session bound on a grant (ORPH-1).
-    pub(crate) attempt: String,
+    /// The standby's attempt, which also sets the orphaned-session bound on a grant (ORPH-1):
+    /// one statement for each kind of server, chosen on the first check (X-PGVER).
+    pub(crate) attempts: Attempts,
     /// X-WAKE: the queued attempt a standby keeps waiting on the key, when waking is on.
     pub(crate) waiting: Option<std::sync::Arc<str>>,
     pub(crate) verify_lock: bool,
@@ -100,13 +102,10 @@ impl Elector {
             inner: Arc::new(Inner {
                 pool: config.pool,
                 interval,
-                attempt: attempt(
-                    crate::sql::try_lock(idle_session_timeout_ms, guarded, identity),
-                    config.fencing,
-                ),
+                attempts: Attempts::new(idle_session_timeout_ms, guarded, identity, config.fencing),
                 waiting: config.wake.then(|| {
                     let wait = crate::sql::wait_lock(idle_session_timeout_ms, guarded, identity);
-                    attempt(wait, config.fencing).into()
+                    fenced_if(wait, config.fencing).into()
                 }),
                 fence: config.fencing.then(|| AtomicBool::new(false)),
                 verify_lock: config.verify_lock,
@@ -206,17 +205,6 @@ impl std::fmt::Debug for Elector {
             .field("is_leader", &self.is_leader())
             .field("term", &self.current_term())
             .finish()
-    }
-}
-
-/// A standby's attempt (the spec's statement with the guard, identity and bound, polled
-/// ([`crate::sql::try_lock`]) or queued ([`crate::sql::wait_lock`])), and with fencing, the
-/// term's token drawn on a grant ([`crate::sql::fenced`]).
-fn attempt(statement: String, fencing: bool) -> String {
-    if fencing {
-        crate::sql::fenced(&statement)
-    } else {
-        statement
     }
 }
 

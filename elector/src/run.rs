@@ -227,8 +227,11 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
         fence_ready(&loan, t).await?;
         ready.store(true, Ordering::SeqCst);
     }
+    // X-PGVER: the first check also asks the server's version, in the same round trip, and the
+    // statement the server needs is sent from then on.
     let sent = tokio::time::Instant::now();
-    let messages = loan.query(&inner.attempt, t).await?;
+    let messages = loan.query(inner.attempts.statement(), t).await?;
+    inner.attempts.learn(&messages);
     match answer(inner, &messages)? {
         Answer::Granted {
             pid,

@@ -27,8 +27,11 @@ pub const SESSION_MARKER: &str = "plexsphere.background_leader";
 /// The marker's value: the key it stands for.
 pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
 
-/// A standby's check (RUN-1, LOCK-1, ORPH-1): the spec's `pg_try_advisory_lock(1886156915, 1)`,
-/// in one statement whose cost does not grow with the server's lock table (no `pg_locks` read).
+/// A standby's check (RUN-1, LOCK-1, ORPH-1) on a server with `idle_session_timeout`
+/// (PostgreSQL 14 and later): the spec's `pg_try_advisory_lock(1886156915, 1)`, in one statement
+/// whose cost does not grow with the server's lock table (no `pg_locks` read) and is that of the
+/// bare call (see the `check_cost` bench): the server parses and plans a short `CASE` over
+/// function calls, and no view.
 ///
 /// A grant sets the orphaned-session bound (`idle_session_timeout` = `bound_ms`) in the same
 /// statement, on the server, whether or not its answer ever reaches the standby: a standby that
@@ -48,22 +51,39 @@ pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
 /// (printable ASCII without quotes or backslashes, 1 to 63 bytes), so it goes into the literal
 /// as it is.
 ///
-/// Answers `shared`, `granted`, `unbounded`, `refused` or `reaped` (below), and the backend's pid.
+/// Answers `shared`, `granted`, `unbounded` or `refused`, and the backend's pid.
 ///
 /// What the marker cannot catch: a session that holds the key without the marker (taken by
 /// another program, or by an elector with the guard off), which this attempt would stack; and a
 /// marker left behind by `pg_advisory_unlock_all()` run on the lock session by someone else,
 /// which makes that one server session refuse (as shared) until it ends or is reset.
 ///
-/// X-PGVER: on a server without `idle_session_timeout` (before PostgreSQL 14) a refused attempt
-/// also ends the lock session if it has been idle longer than
+/// The elector sends this statement once its first check learned that the server is
+/// PostgreSQL 14 or later ([`SERVER_VERSION`]); on an older one it sends [`try_lock_pre14`].
+pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String {
+    attempt(
+        "pg_try_advisory_lock(1886156915, 1)",
+        "'refused'",
+        bound_ms,
+        guarded,
+        identity,
+    )
+}
+
+/// X-PGVER: a standby's check on a server without `idle_session_timeout` (before PostgreSQL 14):
+/// [`try_lock`], whose refusal also ends the lock session if it has been idle longer than
 /// [`PRE14_IDLE_INTERVALS`](crate::PRE14_IDLE_INTERVALS)·T (3/4 of `bound_ms`), as the server's
 /// timeout would have, and answers `reaped`: the standbys' checks every T keep the spec's bound
 /// (the session ends within 4·T of its last statement). Only a session of the standby's own
 /// role is ended (another's would need `pg_signal_backend`, and its error would fail every
-/// check). This branch reads `pg_locks` and `pg_stat_activity`, on pre-14 servers only, on
-/// refusals only; a server with the setting never evaluates it.
-pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String {
+/// check).
+///
+/// This branch reads `pg_locks` and `pg_stat_activity`; parsing and planning those views costs
+/// some 0.3 to 0.7 ms of server time on every refusal, many times the bare call, which is why
+/// a server with the setting is sent [`try_lock`] instead. The reaping branch still asks the
+/// server first and answers `refused` without evaluating it where the setting exists, so this
+/// statement is safe on any server (one upgraded in place under a running elector).
+pub fn try_lock_pre14(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String {
     let idle_ms = u64::from(bound_ms) * u64::from(crate::PRE14_IDLE_INTERVALS)
         / u64::from(crate::IDLE_SESSION_INTERVALS);
     let refused = format!(
@@ -84,6 +104,14 @@ pub fn try_lock(bound_ms: u32, guarded: bool, identity: Option<&str>) -> String 
         identity,
     )
 }
+
+/// X-PGVER: the server's version as a number (`150004` for 15.4), asked on the elector's first
+/// check, in the same message as that check's [`try_lock_pre14`] (right on every server), to
+/// choose between [`try_lock`] (14 and later) and [`try_lock_pre14`] for every later check.
+pub const SERVER_VERSION: &str = "SHOW server_version_num";
+
+/// X-PGVER: the first `server_version_num` with `idle_session_timeout` (PostgreSQL 14).
+pub const IDLE_SESSION_TIMEOUT_SINCE: u32 = 140_000;
 
 /// X-WAKE: a standby's queued attempt, [`try_lock`] with the spec's key taken by
 /// `pg_advisory_lock`, which waits in the server's lock queue until the holder's session
@@ -157,9 +185,13 @@ pub const CREATE_FENCE: &str =
     "CREATE SEQUENCE IF NOT EXISTS public.plexsphere_background_leader_fence";
 
 /// X-FENCE: the newest token handed out, as an SQL expression to compare a term's token with
-/// (`$1` below) in a write to the same database. A write guarded so lands only while no newer
-/// term has begun, even when it reaches the server late (held by the network, a pooler, or a
-/// frozen process):
+/// (`$1` below) in a write to the same database. A guarded statement that runs after a newer
+/// term began writes nothing, even when it reaches the server late (held by the network, a
+/// pooler, or a frozen process). The guard is a read, evaluated when its statement runs: a
+/// statement that passed it inside a transaction still open when the newer term began commits
+/// its rows at `COMMIT` ([`Term::fence`](crate::Term::fence) says what holds and what to do
+/// for work that writes in more than one statement); sent in autocommit, the write commits as
+/// it runs.
 ///
 /// ```sql
 /// INSERT INTO t (...) SELECT ... WHERE $1 = (SELECT last_value FROM public.plexsphere_background_leader_fence)
@@ -274,6 +306,13 @@ mod tests {
         for sql in [&fenced_attempt, CREATE_FENCE, FENCE_LATEST] {
             assert!(sql.contains(FENCE_SEQUENCE), "{sql}");
         }
+        // X-PGVER: only the pre-14 statement reads views; both are the same attempt otherwise.
+        let pre14 = try_lock_pre14(800, true, None);
+        for view in ["pg_locks", "pg_stat_activity"] {
+            assert!(pre14.contains(view) && !guarded.contains(view), "{view}");
+        }
+        let grant = |sql: &str| sql.split(" ELSE ").next().map(str::to_owned);
+        assert_eq!(grant(&pre14), grant(&guarded), "the same grant");
         let named = try_lock(800, true, Some("api-1"));
         assert!(named.contains("'application_name', 'api-1'"), "{named}");
         assert!(!guarded.contains("application_name"), "{guarded}");

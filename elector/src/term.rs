@@ -342,6 +342,24 @@ impl Term {
     /// makes, and let the store reject a smaller one than it has seen
     /// ([`sql::FENCE_LATEST`](crate::sql::FENCE_LATEST)): the lease stops this process's work
     /// once it sees the term end, but not a write already on its way.
+    ///
+    /// What the guard `$1 = (SELECT last_value FROM public.plexsphere_background_leader_fence)`
+    /// guarantees, exactly: it is a read, evaluated when its statement runs, and nothing makes
+    /// it wait for or conflict with a newer grant. A guarded statement that starts running after
+    /// a newer term drew its token writes nothing, however late it arrives. A guarded statement
+    /// in autocommit (its own transaction) commits on the server right after it runs, so its
+    /// window is that statement's own run time, which no freeze, network or pooler on the
+    /// client's side can widen. But a statement that passed the guard inside an explicit
+    /// transaction commits whenever its `COMMIT` arrives: a writer that froze (or whose
+    /// `COMMIT` a pooler or the network held) after the guard and before the `COMMIT` lands
+    /// its rows after the newer term began (the test
+    /// `fence::a_guarded_transaction_open_across_a_handover_commits_and_a_claimed_row_fences_it`).
+    /// For work that writes in more than one statement, fence on a row of your own instead:
+    /// each term claims it before its first write (`UPDATE claim SET token = $1 WHERE token <
+    /// $1`), and each guarded write locks it `FOR SHARE` and writes only while it carries the
+    /// term's token. A new term's claim then waits for the older term's open transactions and
+    /// every older write after it is refused; the wait falls on the new term's work, not on
+    /// the election (see the crate's README).
     pub fn fence(&self) -> Option<i64> {
         self.state.as_ref().and_then(|s| s.fence)
     }

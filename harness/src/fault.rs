@@ -20,7 +20,7 @@
 //! | [`kill`](Nemesis::kill) | SIGKILL a replica | none ([`restart`](Nemesis::restart) brings it back) |
 //! | [`freeze`](Nemesis::freeze) | SIGSTOP a replica | [`thaw`](Nemesis::thaw) (SIGCONT) |
 //! | [`terminate`](Nemesis::terminate) | SIGTERM a replica | none ([`restart`](Nemesis::restart) brings it back) |
-//! | [`restart`](Nemesis::restart) | start a replica again | none |
+//! | [`restart`](Nemesis::restart) | start a replica again (again each second for up to 30 s while it exits at boot: [`ReplicaProcess::restart`](crate::replica::ReplicaProcess::restart)) | none |
 //!
 //! Verb names are the scenario files' (`partition`, `kill-backend`, `restart-server`, ...): a
 //! [`Verb`] is that vocabulary as data, with its [`inverse`](Verb::inverse). [`Nemesis::apply`]

@@ -151,3 +151,118 @@ async fn a_fencing_elector_leads_under_a_role_that_cannot_create_the_sequence() 
     assert_eq!(fence_of(&e), 1, "the first term's token");
     halt(run.0, run.1).await;
 }
+
+/// X-FENCE, what the guard guarantees (issue 35, item 4): the guard is a read, evaluated when
+/// its statement runs, not a conflict. A transaction whose guarded write ran under term N and
+/// whose COMMIT arrives after term N+1 drew its token (the writer froze, or a pooler or the
+/// network held the COMMIT) commits, and its row lands: the documented guarantee covers a
+/// guarded statement that runs after the newer grant (rejected, as the autocommit write above),
+/// not one already run inside an open transaction. The test also holds the documented remedy
+/// for multi-statement work: a row of the application's own that each term claims with an
+/// `UPDATE` before its first write, and that guarded writers lock `FOR SHARE` until they commit.
+/// The new term's claim waits for the old term's open transaction (the wait falls on the new
+/// term's work, never on the election: it leads meanwhile), and once it is claimed, the old
+/// term's guard finds it and writes nothing.
+#[tokio::test]
+async fn a_guarded_transaction_open_across_a_handover_commits_and_a_claimed_row_fences_it() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    observer
+        .batch_execute(
+            "CREATE TABLE fenced_work (fence bigint NOT NULL, writer text NOT NULL); \
+             CREATE TABLE fence_claim (id int PRIMARY KEY, token bigint NOT NULL); \
+             INSERT INTO fence_claim VALUES (1, 0)",
+        )
+        .await
+        .expect("the work tables");
+    let a = elector(&pg, "fence-a", true).await;
+    let b = elector(&pg, "fence-b", true).await;
+    let (stop_a, run_a) = lead(&a).await;
+    let old = fence_of(&a);
+    // Term `old` claims the row before its first write.
+    assert_eq!(write(&observer, CLAIM, old, "a claims").await, 1);
+    let (stop_b, run_b) = spawn_run(&b);
+
+    // a's two writers open their transactions and pass their guards under term `old`.
+    let guarded = pg.observer().await;
+    guarded.batch_execute("BEGIN").await.expect("BEGIN");
+    assert_eq!(write(&guarded, FENCED_INSERT, old, "a, guard").await, 1);
+    let claimed = pg.observer().await;
+    claimed.batch_execute("BEGIN").await.expect("BEGIN");
+    assert_eq!(write(&claimed, CLAIMED_INSERT, old, "a, claim").await, 1);
+
+    // The handover: a's lock backend is killed, b is granted and draws a newer token.
+    terminate(&observer, lock_pid(&observer).await).await;
+    until_leader(&b, 3 * T + SLACK).await;
+    let new = fence_of(&b);
+    assert!(new > old, "b's token {new} after a's {old}");
+    assert_eq!(last_value(&observer).await, new, "term {new} began");
+
+    // The read guard: the open transaction's COMMIT succeeds and its row of term `old` lands.
+    guarded.batch_execute("COMMIT").await.expect("COMMIT");
+    assert_eq!(
+        rows_of(&observer, "a, guard").await,
+        1,
+        "the guard is read when its statement runs: the old term's row landed after term {new} began"
+    );
+    // A guarded write sent now is rejected, as documented.
+    assert_eq!(write(&observer, FENCED_INSERT, old, "a, late").await, 0);
+
+    // The claimed row: b's claim waits for a's open transaction, while b leads.
+    let b_claim = tokio::spawn({
+        let url = pg.url();
+        async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("b's work connects");
+            tokio::spawn(conn);
+            client
+                .execute(CLAIM, &[&new, &"b claims"])
+                .await
+                .expect("b's claim")
+        }
+    });
+    tokio::time::sleep(2 * T).await;
+    assert!(
+        !b_claim.is_finished(),
+        "b's claim waits for a's open transaction"
+    );
+    assert!(b.is_leader(), "the election does not wait: b leads");
+    claimed.batch_execute("COMMIT").await.expect("COMMIT");
+    assert_eq!(
+        b_claim.await.expect("b's claim task"),
+        1,
+        "b claims the row"
+    );
+    // a's row committed before b's claim, hence before any write of b's; a's next one is refused.
+    assert_eq!(write(&observer, CLAIMED_INSERT, old, "a, after").await, 0);
+    assert_eq!(write(&observer, CLAIMED_INSERT, new, "b").await, 1);
+    assert_eq!(rows_of(&observer, "a, claim").await, 1);
+    assert_eq!(rows_of(&observer, "a, after").await, 0);
+    halt(stop_b, run_b).await;
+    halt(stop_a, run_a).await;
+}
+
+/// The claim a term makes before its first write (`$2` unused but typed like the writes'): the
+/// row takes the term's token unless a newer term claimed it; it waits for the transactions
+/// that locked the row `FOR SHARE`.
+const CLAIM: &str =
+    "UPDATE fence_claim SET token = $1 WHERE id = 1 AND token < $1 AND $2::text IS NOT NULL";
+
+/// A write guarded by the claimed row: locks it `FOR SHARE` (until its transaction ends) and
+/// writes only while the row carries the writer's token.
+const CLAIMED_INSERT: &str = "INSERT INTO fenced_work (fence, writer) \
+     SELECT $1, $2 FROM (SELECT token FROM fence_claim WHERE id = 1 FOR SHARE) AS c \
+     WHERE c.token = $1";
+
+/// How many rows `writer` landed.
+async fn rows_of(observer: &tokio_postgres::Client, writer: &str) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM fenced_work WHERE writer = $1",
+            &[&writer],
+        )
+        .await
+        .expect("count")
+        .get(0)
+}

@@ -15,6 +15,7 @@ mod pooler;
 mod pre14;
 mod run;
 mod session;
+mod standby_check;
 mod term_do;
 mod verify;
 mod wake;

@@ -306,8 +306,8 @@ pub fn decide(ex: &Expectation, facts: &Facts) -> Check {
 }
 
 /// Decides one expectation with what a program at `level` shows: below level 3, `acquired`
-/// is seen in pg_locks and `demoted` in the gauge, each with its sampling error allowed (see
-/// [`seen_from_outside`]).
+/// is seen in pg_locks and `demoted` on the wire (the lock connection's close) or in the
+/// gauge, each with its sampling error allowed (see `seen_from_outside`).
 pub fn decide_at(ex: &Expectation, facts: &Facts, level: Level) -> Check {
     let mut c = match &ex.expect {
         Expect::Event { .. } => event(&ex.expect, facts, level),

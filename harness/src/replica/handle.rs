@@ -16,197 +16,48 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::path::Path;
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 use nix::sys::signal::Signal;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::Command;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::api::{ControlReply, ControlRequest, LeaderInfo, ReadyReport, WorkerInfo};
 use super::control::{LoopMode, WorkerMode};
-use super::program::{Level, Program, Values};
+use super::program::Program;
 use super::reaper::{Exit, Exits, Reaper};
 use crate::event::{EventLine, ReplicaEvent};
-use crate::topology::cleanup::{Registration, Resource};
+use crate::topology::cleanup::Registration;
+
+mod spec;
+mod start;
+
+pub use spec::ReplicaSpec;
+use start::start;
+pub use start::LEVEL0_SETTLE;
 
 /// How long an HTTP call to a replica may take: short, so a SIGSTOPped replica cannot hang the
 /// caller.
 pub const HTTP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long [`ReplicaProcess::restart`] goes on starting a replica that exits at boot (a
+/// server stopped for longer than the program's own boot patience, the harness replica's 5 s,
+/// with a pooler that holds off its logins for a while after).
+pub const RESTART_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The pause between two of those starts, as an orchestrator's first restart backoff.
+pub const RESTART_BACKOFF: Duration = Duration::from_secs(1);
 
 /// How many lines of a replica's stderr are kept for error messages.
 const STDERR_TAIL: usize = 40;
 
 /// How many events a slow [`ReplicaProcess::events`] subscriber may lag behind.
 const EVENT_CAPACITY: usize = 16_384;
-
-/// How to start one replica process (the flags of `harness replica`).
-#[derive(Clone, Debug)]
-pub struct ReplicaSpec {
-    /// `--name`: also the Postgres `application_name`.
-    pub name: String,
-    /// The DSN, handed over in the child's environment (`PLEXSPHERE_DSN`), never on its
-    /// command line, where `ps` would show its password; `None` boots a replica without an
-    /// elector or loops (LOOP-4).
-    pub dsn: Option<String>,
-    /// `--check-interval-ms`: T.
-    pub check_interval: Duration,
-    /// `--tick-ms`: the cadence of the loops (default T).
-    pub tick: Option<Duration>,
-    /// `--http`: the listen address (default `127.0.0.1:0`).
-    pub http: Option<String>,
-    /// `--pool-max-size`.
-    pub pool_max_size: Option<usize>,
-    /// `--pool-max-lifetime-ms`.
-    pub pool_max_lifetime: Option<Duration>,
-    /// `--restart-budget`.
-    pub restart_budget: Option<u32>,
-    /// `--restart-window-ms`.
-    pub restart_window: Option<Duration>,
-    /// `--restart-backoff-ms`.
-    pub restart_backoff: Option<Duration>,
-    /// `--verify-lock` (X-VERIFY).
-    pub verify_lock: bool,
-    /// `--no-shared-session-guard`: the elector's POOL-1 guard off (the spec's plain lock).
-    pub no_shared_session_guard: bool,
-    /// `--fail-loop`, once per loop.
-    pub fail_loops: Vec<String>,
-    /// `--panic-loop`, once per loop.
-    pub panic_loops: Vec<String>,
-    /// Further arguments, appended as given.
-    pub extra_args: Vec<String>,
-    /// Further environment variables of the child (the flags' own variables,
-    /// [`ENV_VARS`](super::ENV_VARS), are cleared first and may be set here).
-    pub env: Vec<(String, String)>,
-    /// `RUST_LOG` of the child (its stderr log filter); `None` keeps the caller's.
-    pub rust_log: Option<String>,
-    /// Where the child's stderr goes (appended). `None`: the caller's stderr, each line prefixed
-    /// with `[name] `.
-    pub stderr_log: Option<PathBuf>,
-    /// How long [`ReplicaProcess::spawn`] waits for the `started` event.
-    pub start_timeout: Duration,
-}
-
-impl ReplicaSpec {
-    /// A replica named `name` with check interval `check_interval`, no DSN, and every other
-    /// flag at its default.
-    pub fn new(name: &str, check_interval: Duration) -> Self {
-        Self {
-            name: name.to_owned(),
-            dsn: None,
-            check_interval,
-            tick: None,
-            http: None,
-            pool_max_size: None,
-            pool_max_lifetime: None,
-            restart_budget: None,
-            restart_window: None,
-            restart_backoff: None,
-            verify_lock: false,
-            no_shared_session_guard: false,
-            fail_loops: Vec::new(),
-            panic_loops: Vec::new(),
-            extra_args: Vec::new(),
-            env: Vec::new(),
-            rust_log: None,
-            stderr_log: None,
-            start_timeout: Duration::from_secs(20),
-        }
-    }
-
-    /// Sets the DSN.
-    pub fn dsn(mut self, dsn: impl Into<String>) -> Self {
-        self.dsn = Some(dsn.into());
-        self
-    }
-
-    /// Sets the supervisor's restart budget, window and back-off.
-    pub fn restarts(mut self, budget: u32, window: Duration, backoff: Duration) -> Self {
-        self.restart_budget = Some(budget);
-        self.restart_window = Some(window);
-        self.restart_backoff = Some(backoff);
-        self
-    }
-
-    /// The HTTP listen address (`127.0.0.1:0` when none was set: any free port, which only this
-    /// harness's own replica can report back).
-    pub fn listen(&self) -> &str {
-        self.http.as_deref().unwrap_or("127.0.0.1:0")
-    }
-
-    /// The flags set that only the harness's own replica takes (another program is started
-    /// with its name, T, listen address and DSN only), by their names.
-    pub fn flags_only_ours(&self) -> Vec<String> {
-        let set = [
-            ("--pool-max-size", self.pool_max_size.is_some()),
-            ("--pool-max-lifetime-ms", self.pool_max_lifetime.is_some()),
-            ("--restart-budget", self.restart_budget.is_some()),
-            ("--restart-window-ms", self.restart_window.is_some()),
-            ("--restart-backoff-ms", self.restart_backoff.is_some()),
-            ("--verify-lock", self.verify_lock),
-            ("--no-shared-session-guard", self.no_shared_session_guard),
-            ("--fail-loop", !self.fail_loops.is_empty()),
-            ("--panic-loop", !self.panic_loops.is_empty()),
-        ];
-        let mut named: Vec<String> = (set.iter())
-            .filter(|(_, on)| *on)
-            .map(|(f, _)| (*f).to_owned())
-            .collect();
-        named.extend(self.extra_args.iter().cloned());
-        named
-    }
-
-    /// The command line after `harness`: `replica --name ...` (the DSN is not on it).
-    pub fn args(&self) -> Vec<String> {
-        fn ms(d: Duration) -> String {
-            d.as_millis().to_string()
-        }
-        let mut a = vec![
-            "replica".to_owned(),
-            "--name".to_owned(),
-            self.name.clone(),
-            "--check-interval-ms".to_owned(),
-            ms(self.check_interval),
-        ];
-        let mut opt = |flag: &str, value: Option<String>| {
-            if let Some(v) = value {
-                a.push(flag.to_owned());
-                a.push(v);
-            }
-        };
-        opt("--tick-ms", self.tick.map(ms));
-        opt("--http", self.http.clone());
-        opt("--pool-max-size", self.pool_max_size.map(|n| n.to_string()));
-        opt("--pool-max-lifetime-ms", self.pool_max_lifetime.map(ms));
-        opt(
-            "--restart-budget",
-            self.restart_budget.map(|n| n.to_string()),
-        );
-        opt("--restart-window-ms", self.restart_window.map(ms));
-        opt("--restart-backoff-ms", self.restart_backoff.map(ms));
-        if self.verify_lock {
-            a.push("--verify-lock".to_owned());
-        }
-        if self.no_shared_session_guard {
-            a.push("--no-shared-session-guard".to_owned());
-        }
-        for l in &self.fail_loops {
-            a.extend(["--fail-loop".to_owned(), l.clone()]);
-        }
-        for l in &self.panic_loops {
-            a.extend(["--panic-loop".to_owned(), l.clone()]);
-        }
-        a.extend(self.extra_args.iter().cloned());
-        a
-    }
-}
 
 /// One event line with the harness's own monotonic receive time.
 #[derive(Clone, Debug, PartialEq)]
@@ -351,16 +202,42 @@ impl ReplicaProcess {
 
     /// Starts the replica again with the same spec, after SIGKILLing the running child if it
     /// still runs. The event history and the [`events`](Self::events) subscribers carry on.
+    /// A new process that fails to start (it exits at boot: the server or the pooler in front
+    /// of it still refuses it) is started again every [`RESTART_BACKOFF`] for up to
+    /// [`RESTART_PATIENCE`], as an orchestrator restarts a pod that crashes at boot; each
+    /// attempt's exit is kept ([`exits`](Self::exits)).
     ///
     /// # Errors
-    /// As [`spawn`](Self::spawn).
+    /// As [`spawn`](Self::spawn), when no attempt started within [`RESTART_PATIENCE`].
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         if self.is_running() {
             self.sigkill()?;
         }
         self.wait().await?;
-        self.current = start(&self.program, &self.spec, &self.history, &self.http).await?;
-        Ok(())
+        let deadline = Instant::now() + RESTART_PATIENCE;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            match start(&self.program, &self.spec, &self.history, &self.http).await {
+                Ok(incarnation) => {
+                    self.current = incarnation;
+                    return Ok(());
+                }
+                Err(e) if Instant::now() + RESTART_BACKOFF < deadline => {
+                    crate::topology::cleanup::refuse_if_closing(&format!(
+                        "replica {}",
+                        self.spec.name
+                    ))?;
+                    tracing::warn!(replica = %self.spec.name, attempt = attempts, "restarted replica did not start; starting it again: {e:#}");
+                    tokio::time::sleep(RESTART_BACKOFF).await;
+                }
+                Err(e) => {
+                    return Err(e.context(format!(
+                        "{attempts} attempts to restart it within {RESTART_PATIENCE:?}"
+                    )))
+                }
+            }
+        }
     }
 
     /// The replica's name.
@@ -703,355 +580,5 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
     tail.iter().cloned().collect::<Vec<_>>().join("\n")
 }
 
-/// How long a level-0 program must keep running before it counts as started (it shows nothing
-/// else the harness could wait for).
-pub const LEVEL0_SETTLE: Duration = Duration::from_millis(500);
-
-/// How often a starting program's `/metrics` is asked.
-const START_POLL: Duration = Duration::from_millis(50);
-
-/// The child's command: `binary replica ...` for ours, the filled template for another program;
-/// the contract's variables set, the harness's own flags' variables cleared.
-fn command(program: &Program, spec: &ReplicaSpec) -> anyhow::Result<Command> {
-    let mut cmd = match program {
-        Program::Ours(binary) => {
-            let mut cmd = Command::new(binary);
-            cmd.args(spec.args());
-            cmd
-        }
-        Program::External(template) => {
-            let ours_only = spec.flags_only_ours();
-            if !ours_only.is_empty() {
-                bail!(
-                    "replica {}: {} only the harness's own replica takes (this one runs {})",
-                    spec.name,
-                    ours_only.join(", "),
-                    template.display()
-                );
-            }
-            let values = Values {
-                name: &spec.name,
-                listen: spec.listen(),
-                interval_ms: spec.check_interval.as_millis(),
-                dsn: spec.dsn.as_deref(),
-            };
-            let argv = template.argv_for(&values);
-            let mut cmd = Command::new(&argv[0]);
-            cmd.args(&argv[1..]);
-            if let Some(dir) = &template.dir {
-                cmd.current_dir(dir);
-            }
-            cmd
-        }
-    };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for var in super::ENV_VARS {
-        cmd.env_remove(var);
-    }
-    if !program.is_ours() {
-        // The contract's variables (ours takes the same through its flags).
-        cmd.env("REPLICA_NAME", &spec.name)
-            .env("REPLICA_HTTP", spec.listen())
-            .env(
-                "REPLICA_CHECK_INTERVAL_MS",
-                spec.check_interval.as_millis().to_string(),
-            );
-    }
-    if let Some(dsn) = &spec.dsn {
-        cmd.env(super::ENV_DSN, dsn);
-    }
-    cmd.env(super::ENV_PARENT, std::process::id().to_string());
-    if let Some(filter) = &spec.rust_log {
-        cmd.env("RUST_LOG", filter);
-    }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    Ok(cmd)
-}
-
-/// Copies a pipe's lines into `file` (or the caller's stderr, prefixed with the replica's
-/// name) and keeps the last [`STDERR_TAIL`] of them for error messages.
-fn copy_lines(
-    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    log: Option<&PathBuf>,
-    tail: Arc<Mutex<VecDeque<String>>>,
-    timed: Lines,
-    name: String,
-) -> anyhow::Result<JoinHandle<()>> {
-    let mut file = match log {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open {}", path.display()))?,
-        ),
-        None => None,
-    };
-    Ok(tokio::spawn(async move {
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let at = Instant::now();
-            match &mut file {
-                Some(f) => {
-                    let _ = writeln!(f, "{line}");
-                }
-                None => eprintln!("[{name}] {line}"),
-            }
-            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-            if tail.len() == STDERR_TAIL {
-                tail.pop_front();
-            }
-            tail.push_back(line.clone());
-            drop(tail);
-            (timed.lock().unwrap_or_else(|e| e.into_inner())).push((at, line));
-        }
-    }))
-}
-
-/// Starts one child and waits until it has started, as its program's level shows it.
-async fn start(
-    program: &Program,
-    spec: &ReplicaSpec,
-    history: &History,
-    http: &reqwest::Client,
-) -> anyhow::Result<Incarnation> {
-    crate::topology::cleanup::refuse_if_closing(&format!("replica {}", spec.name))?;
-    let mut child = command(program, spec)?
-        .spawn()
-        .with_context(|| format!("cannot start replica {}: {}", spec.name, program.describe()))?;
-    let pid = child.id().ok_or_else(|| anyhow!("the child has no pid"))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow!("no stdout pipe"))?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| anyhow!("no stderr pipe"))?;
-    let mark = *history.count.borrow();
-    let stderr_tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
-    let name = spec.name.clone();
-
-    let (eof_tx, eof) = watch::channel(false);
-    let stdout_reader = if program.level() == Level::Events {
-        let (history, name) = (history.clone(), name.clone());
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let at = Instant::now();
-                history.push(ReceivedEvent {
-                    at,
-                    line: EventLine::parse(&line, &name),
-                });
-            }
-            eof_tx.send_replace(true);
-        })
-    } else {
-        // Below level 3 stdout is free text: it joins the log.
-        let copy = copy_lines(
-            stdout,
-            spec.stderr_log.as_ref(),
-            stderr_tail.clone(),
-            history.lines.clone(),
-            name.clone(),
-        )?;
-        tokio::spawn(async move {
-            let _ = copy.await;
-            eof_tx.send_replace(true);
-        })
-    };
-    let stderr_reader = copy_lines(
-        stderr,
-        spec.stderr_log.as_ref(),
-        stderr_tail.clone(),
-        history.lines.clone(),
-        name,
-    )?;
-
-    let mut incarnation = Incarnation {
-        child: Reaper::spawn(child, pid, history.exits.clone()),
-        pid,
-        http: spec.listen().to_owned(),
-        elector: spec.dsn.is_some(),
-        eof,
-        stderr_tail,
-        readers: vec![stdout_reader, stderr_reader],
-        _registered: Registration::new(Resource::Pid(pid)),
-    };
-    let started = match program.level() {
-        Level::Events => wait_started(history, mark, &mut incarnation, spec.start_timeout)
-            .await
-            .map(|(addr, elector)| {
-                incarnation.http = addr;
-                incarnation.elector = elector;
-            }),
-        Level::Metrics | Level::Work => {
-            wait_metrics(&mut incarnation, http, spec.start_timeout).await
-        }
-        Level::Process => wait_settled(&mut incarnation).await,
-    };
-    match started {
-        Ok(()) => Ok(incarnation),
-        Err(why) => {
-            let _ = incarnation.child.signal(Signal::SIGKILL);
-            let status = tokio::time::timeout(Duration::from_secs(2), incarnation.child.wait())
-                .await
-                .ok()
-                .and_then(|e| e.status);
-            for reader in incarnation.readers.drain(..) {
-                let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
-            }
-            let status = status.map_or_else(|| "exit status unknown".to_owned(), |s| s.to_string());
-            Err(anyhow!(
-                "replica {} did not start ({}, {}): {why} ({status}); output tail:\n{}",
-                spec.name,
-                program.level(),
-                program.describe(),
-                tail_text(&incarnation.stderr_tail)
-            ))
-        }
-    }
-}
-
-/// Waits until the child's `/metrics` answers with the gauge (levels 1 and 2).
-async fn wait_metrics(
-    inc: &mut Incarnation,
-    http: &reqwest::Client,
-    within: Duration,
-) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    let url = format!("http://{}/metrics", inc.http);
-    let mut last = format!("nothing answered on {url}");
-    loop {
-        if let Some(exit) = inc.child.exited() {
-            return Err(format!(
-                "it exited before serving /metrics: {}",
-                status_text(exit)
-            ));
-        }
-        match http.get(&url).send().await {
-            Ok(r) if r.status().is_success() => {
-                let text = r.text().await.unwrap_or_default();
-                match gauge_value(&text, testkit::spec::GAUGE) {
-                    Ok(Some(_)) => return Ok(()),
-                    Ok(None) => {
-                        last = format!(
-                            "/metrics answered without the gauge {} (its first lines: {:?})",
-                            testkit::spec::GAUGE,
-                            first_lines(&text)
-                        );
-                    }
-                    Err(malformed) => return Err(format!("/metrics: {malformed}")),
-                }
-            }
-            Ok(r) => last = format!("/metrics answered {}", r.status()),
-            Err(e) => last = format!("{url}: {e}"),
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "no /metrics with the gauge within {within:?}; last: {last}"
-            ));
-        }
-        tokio::time::sleep(START_POLL).await;
-    }
-}
-
-/// Waits [`LEVEL0_SETTLE`] and checks the child still runs (level 0).
-async fn wait_settled(inc: &mut Incarnation) -> Result<(), String> {
-    tokio::time::sleep(LEVEL0_SETTLE).await;
-    match inc.child.exited() {
-        None => Ok(()),
-        Some(exit) => Err(format!(
-            "it exited within {LEVEL0_SETTLE:?}: {}",
-            status_text(exit)
-        )),
-    }
-}
-
-fn status_text(exit: Exit) -> String {
-    exit.status
-        .map_or_else(|| "exit status unknown".to_owned(), |s| s.to_string())
-}
-
-fn first_lines(text: &str) -> String {
-    text.lines().take(3).collect::<Vec<_>>().join(" | ")
-}
-
-/// Waits for the `started` event at index `mark` or later: `(http address, elector)`.
-async fn wait_started(
-    history: &History,
-    mark: usize,
-    inc: &mut Incarnation,
-    within: Duration,
-) -> Result<(String, bool), String> {
-    let deadline = Instant::now() + within;
-    let mut count = history.count.subscribe();
-    loop {
-        count.borrow_and_update();
-        let started = history.find_from(mark, &mut |e| matches!(e, ReplicaEvent::Started { .. }));
-        if let Some((_, e)) = started {
-            if let ReplicaEvent::Started { http, elector, .. } = e.line.event {
-                return Ok((http, elector));
-            }
-        }
-        if *inc.eof.borrow() {
-            return Err("it exited before reporting `started`".to_owned());
-        }
-        tokio::select! {
-            _ = count.changed() => {}
-            _ = inc.eof.changed() => {}
-            () = tokio::time::sleep_until(deadline) => {
-                return Err(format!("no `started` event within {within:?}"));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_gauge_and_builds_the_command_line() {
-        let text = "# HELP plexsphere_background_leader x\n# TYPE plexsphere_background_leader gauge\nplexsphere_background_leader 1\n";
-        assert_eq!(
-            gauge_value(text, "plexsphere_background_leader"),
-            Ok(Some(1))
-        );
-        assert_eq!(gauge_value("", "plexsphere_background_leader"), Ok(None));
-        let longer = "plexsphere_background_leader_total 3\nplexsphere_background_leader 0.0\n";
-        assert_eq!(
-            gauge_value(longer, "plexsphere_background_leader"),
-            Ok(Some(0))
-        );
-        let bad = gauge_value(
-            "plexsphere_background_leader yes\n",
-            "plexsphere_background_leader",
-        );
-        assert!(bad.unwrap_err().contains("not a number"));
-        let labelled = "plexsphere_background_leader{pod=\"a\"} 1\n";
-        assert!(gauge_value(labelled, "plexsphere_background_leader")
-            .unwrap_err()
-            .contains("labels"));
-        let mut spec = ReplicaSpec::new("r1", Duration::from_millis(200)).dsn("postgres://x/y");
-        spec.fail_loops.push("invitations-expire".into());
-        let args = spec.args();
-        assert_eq!(
-            &args[..5],
-            ["replica", "--name", "r1", "--check-interval-ms", "200"]
-        );
-        assert!(
-            !args.iter().any(|a| a.contains("postgres://")),
-            "the DSN stays off the command line: {args:?}"
-        );
-        assert!(args
-            .windows(2)
-            .any(|w| w == ["--fail-loop", "invitations-expire"]));
-        assert_eq!(mode_text(&WorkerMode::CrashLoop).unwrap(), "crash_loop");
-    }
-}
+mod tests;

@@ -18,6 +18,7 @@
 //! | the event stream on stdout, from the elector's and the supervisor's watches | `events` |
 //! | the wire types of the HTTP API, shared by server and client | [`api`] |
 //! | the parent side: spawn, signal and query a replica process | [`handle`] |
+//! | the child's reaper: every exit, with when the harness saw it | `reaper` |
 //! | which program a replica runs: ours, or any the contract fits, from a command template | [`program`] |
 
 pub mod api;

@@ -133,3 +133,39 @@ async fn a_level_1_program_with_the_gauge_starts() {
     r.sigkill().unwrap();
     r.wait().await.unwrap();
 }
+
+/// A restarted program that exits at boot (its server still refuses it) is started again, as
+/// an orchestrator restarts a crashing pod: the restart succeeds with the next attempt, and
+/// the failed attempt's exit is kept. (chaos-119 in the main job: a replica restarted while
+/// the server was stopped for longer than its own boot patience ended the scenario's steps.)
+#[tokio::test]
+async fn a_restart_that_exits_at_boot_is_started_again() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("restart-again");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let count = dir.join("starts");
+    // The second start (the first restart) exits 3 at once; the others run.
+    let template = format!(
+        "sh -c 'n=$(cat {c} 2>/dev/null || echo 0); echo $((n + 1)) > {c}; \
+         if [ \"$n\" = 1 ]; then exit 3; fi; exec sleep 60'",
+        c = count.display()
+    );
+    let program = Program::External(Command::parse(&template, Level::Process).unwrap());
+    let mut r = ReplicaProcess::spawn_program(program, ReplicaSpec::new("r1", T))
+        .await
+        .expect("starts");
+    r.restart()
+        .await
+        .expect("started again after one failed attempt");
+    assert!(r.is_running());
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
+    let exits = r.exits();
+    let codes: Vec<Option<i32>> = exits
+        .iter()
+        .map(|e| e.status.and_then(|s| s.code()))
+        .collect();
+    // The first process, SIGKILLed by the restart (no code), then the attempt that exited 3.
+    assert_eq!(codes, [None, Some(3)], "{exits:?}");
+    r.sigkill().unwrap();
+    r.wait().await.unwrap();
+}

@@ -1,0 +1,42 @@
+//! The unit tests of `handle`.
+
+use super::*;
+
+#[test]
+fn parses_the_gauge_and_builds_the_command_line() {
+    let text = "# HELP plexsphere_background_leader x\n# TYPE plexsphere_background_leader gauge\nplexsphere_background_leader 1\n";
+    assert_eq!(
+        gauge_value(text, "plexsphere_background_leader"),
+        Ok(Some(1))
+    );
+    assert_eq!(gauge_value("", "plexsphere_background_leader"), Ok(None));
+    let longer = "plexsphere_background_leader_total 3\nplexsphere_background_leader 0.0\n";
+    assert_eq!(
+        gauge_value(longer, "plexsphere_background_leader"),
+        Ok(Some(0))
+    );
+    let bad = gauge_value(
+        "plexsphere_background_leader yes\n",
+        "plexsphere_background_leader",
+    );
+    assert!(bad.unwrap_err().contains("not a number"));
+    let labelled = "plexsphere_background_leader{pod=\"a\"} 1\n";
+    assert!(gauge_value(labelled, "plexsphere_background_leader")
+        .unwrap_err()
+        .contains("labels"));
+    let mut spec = ReplicaSpec::new("r1", Duration::from_millis(200)).dsn("postgres://x/y");
+    spec.fail_loops.push("invitations-expire".into());
+    let args = spec.args();
+    assert_eq!(
+        &args[..5],
+        ["replica", "--name", "r1", "--check-interval-ms", "200"]
+    );
+    assert!(
+        !args.iter().any(|a| a.contains("postgres://")),
+        "the DSN stays off the command line: {args:?}"
+    );
+    assert!(args
+        .windows(2)
+        .any(|w| w == ["--fail-loop", "invitations-expire"]));
+    assert_eq!(mode_text(&WorkerMode::CrashLoop).unwrap(), "crash_loop");
+}
