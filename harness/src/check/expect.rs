@@ -519,7 +519,8 @@ impl Delay<'_> {
 }
 
 /// When a program without the event stream is first seen to have `acquired` (a pg_locks sample
-/// shows a replica that `who` names holding the lock, which the previous sample did not) or
+/// shows a replica that `who` names holding the lock on a backend the previous sample did not
+/// show it holding) or
 /// `demoted` (its gauge answers 0 after its last answer was 1, or its proxy saw it close a
 /// connection that held the lock: the wire, with no sampling error) since the origin; with the
 /// sampling error, the time since the previous sample of the same kind: the change happened
@@ -553,15 +554,18 @@ fn seen_from_outside(
 
 /// [`seen_from_outside`] in the samples (pg_locks, the gauges).
 fn seen_in_samples(kind: EventKind, who: &Who, from: &Origin, facts: &Facts) -> Option<(f64, f64)> {
-    let (mut holders, mut locks_ms): (Vec<&String>, Option<f64>) = (Vec::new(), None);
+    // Each holder with its backend: the same replica granted again on a new session (after a
+    // server restart, which leaves no sample between the two) is a new acquisition.
+    let (mut holders, mut locks_ms): (Vec<(i32, &String)>, Option<f64>) = (Vec::new(), None);
     let mut last_gauge: BTreeMap<&String, (i64, f64)> = BTreeMap::new();
     for e in facts.entries {
         let due = e.t_ms >= from.search_ms;
         match (kind, &e.what) {
             (EventKind::Acquired, What::Locks { rows }) => {
-                let now: Vec<&String> = rows.iter().filter(|r| r.1).map(|r| &r.2).collect();
+                let now: Vec<(i32, &String)> =
+                    rows.iter().filter(|r| r.1).map(|r| (r.0, &r.2)).collect();
                 let new = (now.iter())
-                    .find(|h| !holders.contains(h) && from.matches(who, facts.marks, h));
+                    .find(|h| !holders.contains(h) && from.matches(who, facts.marks, h.1));
                 if let (true, Some(_)) = (due, new) {
                     return Some((e.t_ms, e.t_ms - locks_ms.unwrap_or(e.t_ms)));
                 }

@@ -239,6 +239,7 @@ fn command_problems(line: &str) -> Vec<String> {
 const EXAMPLE_LEVELS: &[(&str, u8)] = &[
     ("replicas/python/replica.py", 2),
     ("replicas/naive/replica.py", 1),
+    ("target/replicas/go/replica", 2),
 ];
 
 /// Where a harness command runs an example program at a level other than its own: `--impl

@@ -564,3 +564,49 @@ fn at_level_0_a_demotion_is_the_close_of_the_lock_connection() {
     let c = judge(&history(350.0), &NO_WIRE);
     assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
 }
+
+/// A server restart leaves no pg_locks sample between the old leader's row and its row on a
+/// new session: the same replica granted again on a new backend is an acquisition (the gallery's
+/// server-restart run read "no acquired by any after bounce" when r1 led before and after).
+#[test]
+fn the_same_replica_granted_on_a_new_backend_has_acquired() {
+    let marks: Marks = [(
+        "bounce".to_owned(),
+        Mark {
+            target: "server".into(),
+            at_ms: 1_000.0,
+            began_ms: 500.0,
+        },
+    )]
+    .into();
+    let logs = BTreeMap::new();
+    let row = |at: f64, pid: i32| Entry {
+        t_ms: at,
+        what: What::Locks {
+            rows: vec![(pid, true, "r1".into())],
+        },
+    };
+    let ex = Expectation {
+        clause: "RUN-4".into(),
+        expect: Expect::Event {
+            awaited: Awaited::Event(EventKind::Acquired),
+            replica: Who::Any,
+            after: Some("bounce".into()),
+            within: Some(Span::parse("5T").unwrap()),
+            not_before: None,
+            absent: false,
+        },
+    };
+    let again = [
+        row(400.0, 7),
+        row(480.0, 7),
+        row(1_300.0, 9),
+        row(1_320.0, 9),
+    ];
+    let c = decide_at(&ex, &facts(&again, &marks, &logs), Level::Process);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    // The same session all along is no new grant.
+    let same = [row(400.0, 7), row(480.0, 7), row(1_300.0, 7)];
+    let c = decide_at(&ex, &facts(&same, &marks, &logs), Level::Process);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+}
