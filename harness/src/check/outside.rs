@@ -22,12 +22,12 @@ use crate::timeline::{Entry, What};
 pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, f64)>> {
     let early = ms_of(b.sample);
     let mut open: BTreeMap<String, f64> = BTreeMap::new();
-    // Replica → (the first unanswered sample of an open span, whether its lock session has
-    // been held at every pg_locks sample since).
-    let mut unanswered: BTreeMap<String, (f64, bool)> = BTreeMap::new();
+    // Replica → the first unanswered sample of an open span, and the backends of its lock
+    // session then while every pg_locks sample since has shown the same (`None` once one did
+    // not, or when it held none).
+    let mut unanswered: BTreeMap<String, (f64, Option<BTreeSet<i32>>)> = BTreeMap::new();
     // Replica → the pids of its granted rows at the last pg_locks sample.
     let mut holding: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
-    let mut held_at_doubt: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
     let mut spans: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     let mut close = |open: &mut BTreeMap<String, f64>, r: &str, t: f64| {
         if let Some(s) = open.remove(r) {
@@ -43,8 +43,8 @@ pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, 
                 for (r, v) in values {
                     match v {
                         Some(1) if unanswered.contains_key(r) => {
-                            let (since, held) = unanswered.remove(r).unwrap_or((e.t_ms, false));
-                            if !held {
+                            let (since, held) = unanswered.remove(r).unwrap_or((e.t_ms, None));
+                            if held.is_none() {
                                 close(&mut open, r, since);
                                 open.insert(r.clone(), asked - early);
                             }
@@ -53,9 +53,8 @@ pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, 
                             open.insert(r.clone(), asked - early);
                         }
                         None if open.contains_key(r) && !unanswered.contains_key(r) => {
-                            let pids = holding.get(r).cloned().unwrap_or_default();
-                            unanswered.insert(r.clone(), (e.t_ms, !pids.is_empty()));
-                            held_at_doubt.insert(r.clone(), pids);
+                            let pids = holding.get(r).filter(|p| !p.is_empty()).cloned();
+                            unanswered.insert(r.clone(), (e.t_ms, pids));
                         }
                         Some(0) => {
                             let since = unanswered.remove(r).map_or(e.t_ms, |(t, _)| t);
@@ -71,7 +70,9 @@ pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, 
                     holding.entry(r.clone()).or_default().insert(*pid);
                 }
                 for (r, (_, held)) in unanswered.iter_mut() {
-                    *held &= holding.get(r) == held_at_doubt.get(r);
+                    if held.as_ref() != holding.get(r) {
+                        *held = None;
+                    }
                 }
             }
             _ => {

@@ -171,9 +171,7 @@ fn sent_on_the_wire(row: &WorkRow, conns: &[wire::model::Conn], pad: f64) -> Opt
     let quoted = format!("'{}'", row.loop_name);
     let carries = |s: &wire::model::Stmt| {
         let values = |v: &str| s.params.iter().any(|p| p.as_deref() == Some(v));
-        let writes = (s.reading.as_ref())
-            .is_ok_and(|r| r.inserts && r.tables.iter().any(|t| t == "leader_work"));
-        writes && values(&term) && (values(&row.loop_name) || s.sql.contains(&quoted))
+        writes_work(s) && values(&term) && (values(&row.loop_name) || s.sql.contains(&quoted))
     };
     (conns.iter().filter(|c| c.replica == row.replica))
         .flat_map(|c| c.statements.iter())
@@ -187,6 +185,11 @@ fn sent_on_the_wire(row: &WorkRow, conns: &[wire::model::Conn], pad: f64) -> Opt
         .reduce(f64::max)
 }
 
+/// Whether `s` is an `INSERT` into `leader_work`.
+fn writes_work(s: &wire::model::Stmt) -> bool {
+    (s.reading.as_ref()).is_ok_and(|r| r.inserts && r.tables.iter().any(|t| t == "leader_work"))
+}
+
 /// The statements into `leader_work` that wrote no row (answered with an error, or never),
 /// each with its replica and when it left: leader-only passes, not an every-replica loop's
 /// gated step (whose values name `<loop>:<step>`).
@@ -194,10 +197,7 @@ fn unlanded_inserts(conns: &[wire::model::Conn]) -> Vec<(&str, f64)> {
     (conns.iter())
         .flat_map(|c| c.statements.iter().map(move |s| (c.replica.as_str(), s)))
         .filter(|(_, s)| {
-            (s.reading.as_ref())
-                .is_ok_and(|r| r.inserts && r.tables.iter().any(|t| t == "leader_work"))
-                && !s.succeeded()
-                && !s.params.iter().flatten().any(|p| p.contains(':'))
+            writes_work(s) && !s.succeeded() && !s.params.iter().flatten().any(|p| p.contains(':'))
         })
         .map(|(r, s)| (r, s.sent_ms))
         .collect()
@@ -209,9 +209,12 @@ fn unlanded_inserts(conns: &[wire::model::Conn]) -> Vec<(&str, f64)> {
 /// `acquired` read at 7 910). Each span that an `acquired` opened starts instead at the grant
 /// of the lock session the event names (its backend pid, on a connection the wire shows with
 /// that pid), when that grant came before it.
-fn granted_on_the_wire(spans: &mut BTreeMap<String, Vec<(f64, f64)>>, entries: &[Entry]) {
-    let conns = wire::model::conversations(entries);
-    let sessions = wire::model::lock_sessions(entries, &conns);
+fn granted_on_the_wire(
+    spans: &mut BTreeMap<String, Vec<(f64, f64)>>,
+    entries: &[Entry],
+    conns: &[wire::model::Conn],
+) {
+    let sessions = wire::model::lock_sessions(entries, conns);
     for e in entries {
         let What::Replica {
             replica,
@@ -259,10 +262,11 @@ pub fn work_only_from_leader_at(
     level: Level,
 ) -> Check {
     let faults = fault_spans(entries);
+    let conns = wire::model::conversations(entries);
     let spans = if level >= Level::Events {
         let mut spans = leadership_spans(entries, end_ms);
         acquired_before_a_freeze(&mut spans, &faults, history::report_lag_ms(b));
-        granted_on_the_wire(&mut spans, entries);
+        granted_on_the_wire(&mut spans, entries, &conns);
         spans
     } else {
         outside::gauge_spans(entries, b)
@@ -270,11 +274,11 @@ pub fn work_only_from_leader_at(
     let windows = overlaps(&spans);
     let slack = (b.slack + b.sample).as_secs_f64() * 1000.0;
     let grants = grants(entries);
-    let conns = wire::model::conversations(entries);
+    let near = |t: f64, (a, z): &(f64, f64)| t >= a - slack && t <= z + slack;
     let led_at = |replica: &str, t: f64| {
-        (spans.get(replica))
-            .is_some_and(|s| s.iter().any(|(a, z)| t >= a - slack && t <= z + slack))
+        (spans.get(replica)).is_some_and(|s| s.iter().any(|span| near(t, span)))
     };
+    let in_overlap = |t: f64| windows.iter().any(|w| near(t, w));
     let (mut bad, mut held) = (Vec::new(), 0usize);
     for row in rows.iter().filter(|r| !r.loop_name.contains(':')) {
         // A fenced row is the fence's claim: it lands only while no newer term has begun.
@@ -287,23 +291,21 @@ pub fn work_only_from_leader_at(
             }
             continue;
         }
-        let in_overlap = windows
-            .iter()
-            .any(|(a, z)| row.t_ms >= a - slack && row.t_ms <= z + slack);
-        if led_at(&row.replica, row.t_ms) || in_overlap {
+        if led_at(&row.replica, row.t_ms) || in_overlap(row.t_ms) {
             continue;
         }
         // A row that landed outside its writer's terms: held in transit if its INSERT left the
         // writer while it led (the wire says when; without a journal, a fault that could
         // have held it must be on its link or, behind a pooler, the server's).
-        let held_in_transit = match sent_on_the_wire(row, &conns, slack) {
+        let sent = sent_on_the_wire(row, &conns, slack);
+        let held_in_transit = match sent {
             Some(sent) => led_at(&row.replica, sent),
             None => held_by_its_link(row, &spans, &faults, b, pooled.contains(&row.replica)),
         };
         if held_in_transit {
             held += 1;
         } else {
-            let sent = sent_on_the_wire(row, &conns, slack)
+            let sent = sent
                 .map(|s| format!(", sent at {s:.0} ms"))
                 .unwrap_or_default();
             bad.push(format!(
@@ -315,8 +317,7 @@ pub fn work_only_from_leader_at(
     // A write a non-leader sent is the violation, whether or not it landed: the wire shows
     // those that never did (refused, or given up on behind a fault).
     for (replica, sent) in unlanded_inserts(&conns) {
-        let in_overlap = (windows.iter()).any(|(a, z)| sent >= a - slack && sent <= z + slack);
-        if !led_at(replica, sent) && !in_overlap {
+        if !led_at(replica, sent) && !in_overlap(sent) {
             bad.push(format!(
                 "an INSERT into leader_work by {replica} sent at {sent:.0} ms, outside its terms \
                  (it never landed)"
