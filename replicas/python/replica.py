@@ -280,7 +280,9 @@ class Elector:
         cur = await bounded(new.execute(self.try_lock, [self.bound()]), self.t)
         outcome, pid = await cur.fetchone()
         if outcome != "granted":
-            close(new)
+            # Another replica took the key between the unlock and this call: the new connection
+            # goes to the pool, as a refused check's does (closing it would break RUN-2 too).
+            self.pool.put(new)
             await self.demote("the lock moved away")
             return
         old, self.lock_conn, self.lock_pid = self.lock_conn, new, pid
