@@ -25,7 +25,9 @@ GAUGE = "plexsphere_background_leader"
 
 class Settings:
     """The contract's environment: PLEXSPHERE_DSN (optional), REPLICA_NAME, REPLICA_HTTP and
-    REPLICA_CHECK_INTERVAL_MS."""
+    REPLICA_CHECK_INTERVAL_MS, and the contract variables a scenario may set:
+    REPLICA_POOL_MAX_LIFETIME_MS (the pool retires a connection older than this) and
+    REPLICA_SHARED_SESSION_GUARD=0 (POOL-1's guard off, for the pooler's hazard)."""
 
     def __init__(self):
         self.dsn = os.environ.get("PLEXSPHERE_DSN") or None
@@ -35,6 +37,9 @@ class Settings:
         self.listen = (host or "127.0.0.1", int(port))
         ms = int(os.environ.get("REPLICA_CHECK_INTERVAL_MS", "5000"))
         self.t = (ms if ms > 0 else 5000) / 1000.0
+        lifetime = int(os.environ.get("REPLICA_POOL_MAX_LIFETIME_MS", "0"))
+        self.pool_max_lifetime = lifetime / 1000.0 if lifetime > 0 else None
+        self.guard = os.environ.get("REPLICA_SHARED_SESSION_GUARD", "1") != "0"
 
 
 def logger(name):

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::check::{self, Bounds, Facts, WorkRow};
 use crate::clauses;
-use crate::level::{Level, Need};
+use crate::level::{Feature, Level, Need};
 use crate::scenario::model::{DbPath, Scenario};
 use crate::timeline::Marks;
 
@@ -23,6 +23,8 @@ pub struct Decider {
     pub check: String,
     /// What the program must offer for it to run.
     pub need: Need,
+    /// The feature beyond the spec its scenario turns on, which the program must have too.
+    pub feature: Option<Feature>,
 }
 
 /// How one clause is decided.
@@ -40,9 +42,13 @@ impl ClauseWays {
     /// The least a program must offer for a scenario to decide the clause: the lowest level,
     /// else the harness's own replica; `None` when no scenario decides it.
     pub fn lowest(&self) -> Option<Need> {
-        (self.deciders.iter())
-            .map(|d| d.need)
-            .min_by_key(|n| n.rank())
+        self.easiest().map(|d| d.need)
+    }
+
+    /// The decider that asks least of a program: the lowest need, one without a feature before
+    /// one with.
+    pub fn easiest(&self) -> Option<&Decider> {
+        (self.deciders.iter()).min_by_key(|d| (d.need.rank(), d.feature.is_some()))
     }
 }
 
@@ -105,14 +111,16 @@ fn deciders(s: &Scenario) -> Vec<(Decider, Vec<String>)> {
         .into_iter()
         .map(|c| {
             let own = c.needs.unwrap_or(Need::Level(Level::Process));
-            let need = match scenario_need {
-                Some(n) if n.rank() > own.rank() => n,
-                _ => own,
+            let (need, feature) = match scenario_need {
+                Some(Need::Feature(f)) => (own, Some(f)),
+                Some(n) if n.rank() > own.rank() => (n, None),
+                _ => (own, None),
             };
             let d = Decider {
                 scenario: s.name.clone(),
                 check: c.name,
                 need,
+                feature,
             };
             (d, c.clauses)
         })
@@ -127,9 +135,15 @@ pub fn markdown(rows: &[ClauseWays]) -> String {
          |---|---|---|---|\n",
     );
     for r in rows {
-        let lowest = r.lowest().map_or("—".to_owned(), |n| match n {
-            Need::Level(l) => l.to_string(),
-            other => other.short(),
+        let lowest = r.easiest().map_or("—".to_owned(), |d| {
+            let need = match d.need {
+                Need::Level(l) => l.to_string(),
+                other => other.short(),
+            };
+            match d.feature {
+                Some(f) => format!("{need} + {f}"),
+                None => need,
+            }
         });
         let mut kinds: BTreeMap<String, Need> = BTreeMap::new();
         for d in &r.deciders {
@@ -220,6 +234,7 @@ mod tests {
                 scenario: "s".into(),
                 check: "c".into(),
                 need,
+                feature: None,
             })
             .to_vec(),
             in_process: false,

@@ -96,6 +96,75 @@ pub enum Need {
     /// Servers that start: this run's could not (Docker, an image, a port), so nothing of the
     /// scenario ran; its check says why. A need of the machine, not of the program.
     Setup,
+    /// A program with this opt-in feature beyond the spec, declared with `--replica-features`
+    /// (the harness's own replica has every one).
+    Feature(Feature),
+}
+
+/// An opt-in feature beyond the spec that a program may have, and declares
+/// (`--replica-features guard,wake`): a scenario that needs it is not run for a program without
+/// it, and one that turns it off tells the program so through a contract variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Feature {
+    /// POOL-1's guard: the program finds its lock attempt on a server session that another
+    /// client's lock is on (a transaction-mode pooler) and refuses to lead, with a clear error.
+    /// On by default in a program that has it; `REPLICA_SHARED_SESSION_GUARD=0` turns it off.
+    Guard,
+    /// X-WAKE: standbys queue on the lock, so one leads within milliseconds of a release or a
+    /// crash; on with `REPLICA_WAKE=1`.
+    Wake,
+}
+
+impl Feature {
+    /// Every feature, in order.
+    pub const ALL: [Feature; 2] = [Feature::Guard, Feature::Wake];
+
+    /// Its name on the command line and in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Guard => "guard",
+            Feature::Wake => "wake",
+        }
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Feature {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        (Feature::ALL.into_iter())
+            .find(|f| f.name() == s.trim())
+            .ok_or_else(|| format!("feature {s:?}: the features are guard and wake"))
+    }
+}
+
+/// What a program offers the harness: its level, whether it is the harness's own replica (its
+/// flags and `/control`), and the features beyond the spec it declares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Offer {
+    /// Its contract level.
+    pub level: Level,
+    /// Whether it is the harness's own replica.
+    pub ours: bool,
+    /// Its declared features (the harness's own replica: every one).
+    pub features: std::collections::BTreeSet<Feature>,
+}
+
+impl Offer {
+    /// A program at `level` with no feature beyond the spec.
+    pub fn plain(level: Level) -> Offer {
+        Offer {
+            level,
+            ours: false,
+            features: std::collections::BTreeSet::new(),
+        }
+    }
 }
 
 impl fmt::Display for Need {
@@ -107,6 +176,10 @@ impl fmt::Display for Need {
             Need::Postgres(v) => write!(f, "PostgreSQL {v} or later (a replica's postgres_from)"),
             Need::Wire => f.write_str("the harness's proxy (its wire journal)"),
             Need::Setup => f.write_str("servers that start (Docker, the images, free ports)"),
+            Need::Feature(x) => write!(
+                f,
+                "a program with the {x} feature beyond the spec (declared with --replica-features {x})"
+            ),
         }
     }
 }
@@ -121,14 +194,16 @@ impl Need {
             Need::Postgres(v) => 50u8.saturating_add(u8::try_from(v).unwrap_or(u8::MAX)),
             Need::Wire => 40,
             Need::Setup => 102,
+            Need::Feature(_) => 30,
         }
     }
 
-    /// Whether a program at `level` (`ours`: the harness's own replica) meets it.
-    pub fn met_by(self, level: Level, ours: bool) -> bool {
+    /// Whether a program that offers `offer` meets it.
+    pub fn met_by(self, offer: &Offer) -> bool {
         match self {
-            Need::Level(l) => l <= level,
-            Need::OwnReplica => ours,
+            Need::Level(l) => l <= offer.level,
+            Need::OwnReplica => offer.ours,
+            Need::Feature(f) => offer.ours || offer.features.contains(&f),
             Need::InProcess => false,
             Need::Postgres(_) | Need::Wire | Need::Setup => true,
         }
@@ -143,6 +218,7 @@ impl Need {
             Need::Postgres(v) => format!("needs PostgreSQL {v}+"),
             Need::Wire => "needs the harness's proxy".to_owned(),
             Need::Setup => "setup failed".to_owned(),
+            Need::Feature(f) => format!("needs {f}"),
         }
     }
 }

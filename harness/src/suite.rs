@@ -487,11 +487,15 @@ fn failed_run(name: String, clauses: &[String], message: String) -> Source {
 
 /// Runs one scenario once; a run that could not complete is a failed check of its clauses. A
 /// scenario whose steps the replica program cannot play is not run: its clauses say what it
-/// would need.
-async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
-    let (level, ours) = s.observes(&opts.program);
-    if let Some(need) = s.needs().filter(|n| !n.met_by(level, ours)) {
-        let why = format!("not run: its steps need {need}; the program is at {level}");
+/// would need (a level, the harness's own replica, a feature beyond the spec), as are those
+/// whose servers could not start or are too old for a replica's program.
+pub async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
+    let offer = s.observes(&opts.program);
+    if let Some(need) = s.needs().filter(|n| !n.met_by(&offer)) {
+        let why = format!(
+            "not run: its steps need {need}; the program is at {}",
+            offer.level
+        );
         return not_run(s, need, why);
     }
     match run::run(s, opts).await {

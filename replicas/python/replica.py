@@ -90,10 +90,11 @@ FLAWS = {
 # The spec's lock in one statement that also, on a grant, marks the session as the lock's and
 # sets the orphan bound (idle_session_timeout = 4T) before anything else can run on it; it
 # refuses a session that already carries the mark (a transaction-mode pooler lent this standby
-# the leader's server session, where a second grant would stack). With the server session's pid
+# the leader's server session, where a second grant would stack), unless the guard is off
+# (REPLICA_SHARED_SESSION_GUARD=0: the page's plain attempt). With the server session's pid
 # (behind PgBouncer the client-side pid is the pooler's). A flaw may change the call
 # (`pg_advisory_lock`, a bigint key, the transaction-scoped form) or the bound (none).
-def try_lock(objid, flaw=None):
+def try_lock(objid, flaw=None, guard=True):
     call = {
         "queue": f"pg_advisory_lock(1886156915, {objid:d}) IS NOT NULL",
         "bigint-key": f"pg_try_advisory_lock((1886156915::bigint << 32) | {objid:d})",
@@ -104,8 +105,9 @@ def try_lock(objid, flaw=None):
         "no-timeout": "%s::text",
         "xact-lock": "set_config('idle_in_transaction_session_timeout', %s, false)",
     }.get(flaw, "set_config('idle_session_timeout', %s, false)")
-    return f"""SELECT (CASE
-  WHEN current_setting('plexsphere.background_leader', true) = 'held' THEN 'shared'
+    shared = ("WHEN current_setting('plexsphere.background_leader', true) = 'held' "
+              "THEN 'shared'" if guard else "")
+    return f"""SELECT (CASE {shared}
   WHEN {call} THEN CASE
     WHEN set_config('plexsphere.background_leader', 'held', false) IS NULL THEN NULL
     WHEN {setting} IS NOT NULL THEN 'granted' END
@@ -134,15 +136,27 @@ class Pool:
 
     def __init__(self, settings):
         self.settings, self.idle = settings, []
+        self.born = {}  # id(conn) -> when it was opened, for the max lifetime
 
     async def get(self):
-        if self.idle:
-            return self.idle.pop()
+        while self.idle:
+            conn = self.idle.pop()
+            if not self.expired(conn):
+                return conn
+            self.retire(conn)
         return await self.connect()
 
+    def expired(self, conn):
+        lifetime = self.settings.pool_max_lifetime
+        return lifetime is not None and time.monotonic() - self.born.get(id(conn), 0) > lifetime
+
+    def retire(self, conn):
+        self.born.pop(id(conn), None)
+        close(conn)
+
     async def connect(self):
-        """A new connection, outside the pool."""
-        return await psycopg.AsyncConnection.connect(
+        """A new connection, outside the pool until it is given back."""
+        conn = await psycopg.AsyncConnection.connect(
             self.settings.dsn,
             application_name=self.settings.name,
             autocommit=True,
@@ -150,12 +164,14 @@ class Pool:
             client_encoding="utf8",  # text as str even where the database is SQL_ASCII
             connect_timeout=max(1, int(self.settings.t)),
         )
+        self.born[id(conn)] = time.monotonic()
+        return conn
 
     def put(self, conn):
-        if len(self.idle) < POOL_SIZE and not conn.closed:
+        if len(self.idle) < POOL_SIZE and not conn.closed and not self.expired(conn):
             self.idle.append(conn)
         else:
-            close(conn)
+            self.retire(conn)
 
     def close(self):
         for conn in self.idle:
@@ -184,7 +200,8 @@ async def bounded(query, seconds):
 class Elector:
     def __init__(self, settings, gauge, log, objid=1, flaw=None):
         self.settings, self.log, self.flaw = settings, log, flaw
-        self.try_lock, self.unlock = try_lock(objid, flaw), unlock(objid, flaw)
+        self.try_lock = try_lock(objid, flaw, settings.guard)
+        self.unlock = unlock(objid, flaw)
         self.checks = 0
         self.kept = []  # flaw keep-open: demoted lock connections never closed
         self.pool = Pool(settings)

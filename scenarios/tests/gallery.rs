@@ -150,3 +150,53 @@ fn the_programs_table_is_the_gallerys() {
         .collect();
     assert_eq!(theirs, ours);
 }
+
+/// A feature beyond the spec is judged only on a program that declares it, and a declaration is
+/// not taken on trust: the Python example, which has no X-WAKE and polls every T, declared to
+/// have it fails X-WAKE on the wire at level 0 (its handovers take up to T, not milliseconds);
+/// and, with its POOL-1 guard kept on where the harness asks for the pooler's hazard
+/// (`REPLICA_SHARED_SESSION_GUARD=0`, overridden here by `env`), it fails POOL-1 (its guard
+/// refuses the shared session, so no two replicas are granted at once) and is told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feature_is_judged_by_what_the_program_does_not_by_its_declaration() {
+    use harness::replica::program::Feature;
+    let script = repo().join("replicas/python/replica.py");
+    let template = format!("python3 {}", script.display());
+    let at = |level, features: &[Feature]| {
+        let cmd = Command::parse(&template, level).expect("a template");
+        Program::External(cmd.with_features(features.iter().copied()))
+    };
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gallery");
+    let claims_wake = at(Level::Process, &[Feature::Wake]);
+    let report = judge::judged(
+        "claims-wake",
+        claims_wake,
+        &["wake-handover"],
+        SEED,
+        root.join("claims-wake"),
+    )
+    .await;
+    let verdict = |r: &Report, id: &str| (r.clauses.iter()).find(|c| c.id == id).map(|c| c.verdict);
+    assert_eq!(
+        verdict(&report, "X-WAKE"),
+        Some(ClauseVerdict::Fail),
+        "{}",
+        failures(&report)
+    );
+    let template = format!("env REPLICA_SHARED_SESSION_GUARD=1 {template}");
+    let deaf = Command::parse(&template, Level::Work).expect("a template");
+    let report = judge::judged(
+        "guard-kept-on",
+        Program::External(deaf),
+        &["pgbouncer-transaction-hazard"],
+        SEED,
+        root.join("guard-kept-on"),
+    )
+    .await;
+    assert_eq!(verdict(&report, "POOL-1"), Some(ClauseVerdict::Fail));
+    assert!(
+        failures(&report).contains("REPLICA_SHARED_SESSION_GUARD=0"),
+        "{}",
+        failures(&report)
+    );
+}

@@ -38,9 +38,9 @@ async fn scenario(
         .unwrap_or_else(|e| panic!("{}: {e:#}", scenario.name));
     // A check a replica's own program cannot show (a lower contract level: `cmd`, `level`) is
     // not run, with the level that would decide it; every other check must hold.
-    let (level, ours) = scenario.observes(&opts.program);
+    let offer = scenario.observes(&opts.program);
     let unobservable = |c: &harness::check::Check| {
-        c.verdict == Verdict::Unknown && c.needs.is_some_and(|n| !n.met_by(level, ours))
+        c.verdict == Verdict::Unknown && c.needs.is_some_and(|n| !n.met_by(&offer))
     };
     let failed: Vec<String> = outcome
         .source

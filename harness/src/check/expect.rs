@@ -117,6 +117,11 @@ pub enum Expect {
     },
     /// The gauge sum reaches this value at some sample.
     GaugeSumReaches(i64),
+    /// This many replicas held a grant of the lock at once, on the wire: each had a lock call
+    /// answered granted on a connection it had neither closed nor unlocked since (POOL-1's
+    /// hazard, which pg_locks cannot show: behind a transaction-mode pooler the second grant
+    /// stacks on the first one's server session, one row).
+    GrantedAtOnce(usize),
     /// The number of granted lock rows stays at most this.
     LockRowsAtMost(usize),
     /// The `leader_work` table ends with exactly this many rows.
@@ -174,16 +179,21 @@ impl Expect {
                 ..
             }
             | Expect::ReadyzSays { .. } => Level::Events,
-            Expect::Event { .. } | Expect::LockRowsAtMost(_) | Expect::Log { .. } => Level::Process,
+            Expect::Event { .. }
+            | Expect::LockRowsAtMost(_)
+            | Expect::GrantedAtOnce(_)
+            | Expect::Log { .. } => Level::Process,
             Expect::GaugeSumReaches(_) | Expect::Readyz { .. } => Level::Metrics,
             Expect::WorkRows(_) | Expect::FenceRejects(_) => Level::Work,
         }
     }
 
     /// Whether, for a program at `level`, it is decided on the wire, which only the harness's
-    /// own proxy records: `timed_out` always, `demoted` below level 1 (no gauge to show it).
+    /// own proxy records: `timed_out` and `granted_at_once` always, `demoted` below level 1 (no
+    /// gauge to show it).
     pub fn needs_wire(&self, level: Level) -> bool {
         match self {
+            Expect::GrantedAtOnce(_) => true,
             Expect::Event {
                 awaited: Awaited::TimedOut,
                 ..
@@ -312,6 +322,7 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, level: Level) -> Check {
     let mut c = match &ex.expect {
         Expect::Event { .. } => event(&ex.expect, facts, level),
         Expect::GaugeSumReaches(n) => gauge_sum_reaches(*n, facts.entries),
+        Expect::GrantedAtOnce(n) => granted_at_once(*n, facts),
         Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
         Expect::WorkRows(n) => work_rows(*n, facts.rows),
         Expect::FenceRejects(n) => fence_rejects(*n, facts),
@@ -535,8 +546,8 @@ fn seen_from_outside(
     level: Level,
 ) -> Option<(f64, f64)> {
     let sampled = seen_in_samples(kind, who, from, facts);
-    if kind != EventKind::Demoted {
-        return sampled;
+    if kind == EventKind::Acquired {
+        return sampled.map(|s| granted_on_the_wire(s, who, from, facts).unwrap_or(s));
     }
     let closes = if level < Level::Metrics {
         super::wire::model::lock_connection_closes(facts.entries)
@@ -550,6 +561,32 @@ fn seen_from_outside(
         (Some(s), Some(c)) => Some(if c.0 <= s.0 { c } else { s }),
         (s, c) => s.or(c),
     }
+}
+
+/// An acquisition pg_locks showed at `sampled.0` (seen up to `sampled.1` late), timed by the
+/// wire where the proxies kept a journal: the answer of the lock call that granted it, within
+/// the sampling period around the sample (the server grants before its answer reaches the
+/// proxy, so a sample can show the row first), with no sampling error.
+fn granted_on_the_wire(
+    sampled: (f64, f64),
+    who: &Who,
+    from: &Origin,
+    facts: &Facts,
+) -> Option<(f64, f64)> {
+    if !facts.wire.tapped {
+        return None;
+    }
+    let (at, error) = sampled;
+    let conns = super::wire::model::conversations(facts.entries);
+    (super::wire::model::lock_sessions(facts.entries, &conns).into_iter())
+        .filter(|l| from.matches(who, facts.marks, &l.replica))
+        .filter(|l| (at - error..=at + error.max(1.0)).contains(&l.granted_ms))
+        .min_by(|a, b| {
+            (at - a.granted_ms)
+                .abs()
+                .total_cmp(&(at - b.granted_ms).abs())
+        })
+        .map(|l| (l.granted_ms, 0.0))
 }
 
 /// [`seen_from_outside`] in the samples (pg_locks, the gauges).
@@ -674,6 +711,51 @@ fn gauge_sum_reaches(n: i64, entries: &[Entry]) -> Check {
     )
     .figure("max gauge sum", max.unwrap_or(0).to_string())
     .with_measures(reached)
+}
+
+/// [`Expect::GrantedAtOnce`]: the most replicas that held a grant at one moment, on the wire.
+fn granted_at_once(n: usize, facts: &Facts) -> Check {
+    let conns = super::wire::model::conversations(facts.entries);
+    let held = super::wire::model::grants_held(&conns);
+    // Sweep the moments a grant began: who held one then.
+    let mut best: (usize, f64, Vec<&str>) = (0, 0.0, Vec::new());
+    for (_, from, _) in &held {
+        let mut who: Vec<&str> = (held.iter())
+            .filter(|(_, f, to)| f <= from && to.is_none_or(|t| *from < t))
+            .map(|(r, ..)| r.as_str())
+            .collect();
+        who.sort_unstable();
+        who.dedup();
+        if who.len() > best.0 {
+            best = (who.len(), *from, who);
+        }
+    }
+    let (max, at, who) = best;
+    let verdict = if max >= n {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    let message = match max {
+        0 => "no replica was granted the lock on the wire".to_owned(),
+        1 => format!(
+            "never more than one replica held a grant at once ({} grants in all): a program with POOL-1's guard refuses the shared session, and must turn it off when told REPLICA_SHARED_SESSION_GUARD=0, as here",
+            held.len()
+        ),
+        _ => format!(
+            "{} held grants at once from {}",
+            who.join(" and "),
+            in_t(at, facts.bounds.t)
+        ),
+    };
+    check(format!("{n} replicas granted at once"), verdict, message)
+        .figure("most replicas granted at once", max.to_string())
+        .with_measures(Some(Measure::at_least(
+            "replicas granted at once".into(),
+            Some(max as f64),
+            n as f64,
+            Unit::Count,
+        )))
 }
 
 fn lock_rows_at_most(n: usize, entries: &[Entry]) -> Check {

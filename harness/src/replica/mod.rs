@@ -59,7 +59,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// child's environment, so a variable set in the harness's own environment never changes a
 /// replica behind its spec's back (a stray `PLEXSPHERE_DSN` would wire loops into a replica
 /// meant to have none).
-pub const ENV_VARS: [&str; 13] = [
+pub const ENV_VARS: [&str; 14] = [
     "REPLICA_NAME",
     "PLEXSPHERE_DSN",
     "REPLICA_CHECK_INTERVAL_MS",
@@ -73,6 +73,7 @@ pub const ENV_VARS: [&str; 13] = [
     "REPLICA_VERIFY_LOCK",
     "REPLICA_FENCE",
     "REPLICA_WAKE",
+    "REPLICA_SHARED_SESSION_GUARD",
 ];
 
 /// The variable that carries the DSN (`--dsn`) to a replica the harness starts: unlike a
@@ -154,23 +155,28 @@ pub struct ReplicaArgs {
     pub restart_backoff_ms: u64,
 
     /// X-VERIFY: the leader's check also proves its session still holds the lock.
-    #[arg(long, env = "REPLICA_VERIFY_LOCK")]
+    #[arg(long, env = "REPLICA_VERIFY_LOCK", value_parser = clap::builder::BoolishValueParser::new())]
     pub verify_lock: bool,
 
     /// X-FENCE: each term carries a fencing token, and each leader-only pass writes its row
     /// twice in one statement, unfenced and fenced by the token.
-    #[arg(long, env = "REPLICA_FENCE")]
+    #[arg(long, env = "REPLICA_FENCE", value_parser = clap::builder::BoolishValueParser::new())]
     pub fence: bool,
 
     /// X-WAKE: a standby keeps a session queued on the lock, so it leads within milliseconds
     /// of a release (graceful or a crash) instead of at its next check.
-    #[arg(long, env = "REPLICA_WAKE")]
+    #[arg(long, env = "REPLICA_WAKE", value_parser = clap::builder::BoolishValueParser::new())]
     pub wake: bool,
 
     /// Turn off the elector's shared-session guard (POOL-1), to show the transaction-mode
     /// pooler hazard: the spec's plain `pg_try_advisory_lock`.
     #[arg(long)]
     pub no_shared_session_guard: bool,
+
+    /// The same as the contract's variable: `0` (or `false`, `off`) turns the guard off.
+    #[arg(long, env = "REPLICA_SHARED_SESSION_GUARD", value_name = "ON", hide = true,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub shared_session_guard: Option<bool>,
 
     /// Make this loop's passes fail from the start (repeatable; `/control` can undo it).
     #[arg(long = "fail-loop", value_name = "LOOP")]
@@ -256,7 +262,8 @@ pub async fn run(args: ReplicaArgs) -> anyhow::Result<ExitCode> {
         config.verify_lock = args.verify_lock;
         config.fencing = args.fence;
         config.wake = args.wake;
-        config.detect_shared_session = !args.no_shared_session_guard;
+        config.detect_shared_session =
+            !args.no_shared_session_guard && args.shared_session_guard != Some(false);
         let elector = Elector::new(config).context("cannot build the elector")?;
         if let Some(ms) = args.pool_max_lifetime_ms {
             database.enforce_max_lifetime(Duration::from_millis(ms), shutdown.clone());

@@ -8,11 +8,12 @@
 //! stdout. A check that needs more than the program's level is not run, and says which level
 //! would decide it.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 
-pub use crate::level::Level;
+pub use crate::level::{Feature, Level, Offer};
 
 /// The placeholders a command template may hold, each replaced per replica (a literal brace is
 /// written doubled: `{{`, `}}`).
@@ -52,6 +53,8 @@ pub struct Command {
     pub argv: Vec<String>,
     /// What it lets the harness observe.
     pub level: Level,
+    /// The opt-in features beyond the spec it declares (`--replica-features`).
+    pub features: BTreeSet<Feature>,
     /// The folder it runs in (`None`: the harness's): a scenario file's own commands run in
     /// the file's folder, so their relative paths hold wherever the harness is started.
     pub dir: Option<PathBuf>,
@@ -81,8 +84,17 @@ impl Command {
         Ok(Command {
             argv,
             level,
+            features: BTreeSet::new(),
             dir: None,
         })
+    }
+
+    /// The same command, declaring `features`.
+    pub fn with_features(self, features: impl IntoIterator<Item = Feature>) -> Command {
+        Command {
+            features: features.into_iter().collect(),
+            ..self
+        }
     }
 
     /// The same command, run in `dir`.
@@ -193,6 +205,24 @@ impl Program {
         matches!(self, Program::Ours(_))
     }
 
+    /// What it offers the harness: its level, whether it is ours, its features (ours: every
+    /// one).
+    pub fn offer(&self) -> Offer {
+        Offer {
+            level: self.level(),
+            ours: self.is_ours(),
+            features: match self {
+                Program::Ours(_) => Feature::ALL.into_iter().collect(),
+                Program::External(c) => c.features.clone(),
+            },
+        }
+    }
+
+    /// Whether it has `feature` (the harness's own replica has every one).
+    pub fn has(&self, feature: Feature) -> bool {
+        self.offer().features.contains(&feature)
+    }
+
     /// A name for messages: the binary's path, or the template.
     pub fn describe(&self) -> String {
         match self {
@@ -213,10 +243,12 @@ pub struct Implementation {
 
 impl Implementation {
     /// Parses `ours` (the harness's own replica, `ours` its binary), `NAME=CMD` (a program at
-    /// level 1) or `NAME:LEVEL=CMD`.
+    /// level 1), `NAME:LEVEL=CMD` or `NAME:LEVEL:FEATURES=CMD` (FEATURES: the opt-in features it
+    /// has, comma-separated, as `--replica-features` takes them).
     ///
     /// # Errors
-    /// A name that is not a plain word, a level that is not 0 to 3, or a bad template.
+    /// A name that is not a plain word, a level that is not 0 to 3, an unknown feature, or a bad
+    /// template.
     pub fn parse(text: &str, ours: &std::path::Path) -> anyhow::Result<Implementation> {
         if text == "ours" {
             return Ok(Implementation {
@@ -225,24 +257,31 @@ impl Implementation {
             });
         }
         let Some((head, template)) = text.split_once('=') else {
-            bail!("--impl {text:?}: expected `ours`, `NAME=CMD` or `NAME:LEVEL=CMD`");
+            bail!("--impl {text:?}: expected `ours`, `NAME=CMD`, `NAME:LEVEL=CMD` or `NAME:LEVEL:FEATURES=CMD`");
         };
-        let (name, level) = match head.split_once(':') {
-            Some((name, level)) => (
-                name,
-                level
-                    .parse::<Level>()
-                    .map_err(|e| anyhow!("--impl {name}: {e}"))?,
-            ),
-            None => (head, Level::Metrics),
+        let mut parts = head.splitn(3, ':');
+        let name = parts.next().unwrap_or_default();
+        let level = match parts.next() {
+            Some(level) => level
+                .parse::<Level>()
+                .map_err(|e| anyhow!("--impl {name}: {e}"))?,
+            None => Level::Metrics,
         };
+        let features = (parts.next().into_iter())
+            .flat_map(|f| f.split(','))
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                f.parse::<Feature>()
+                    .map_err(|e| anyhow!("--impl {name}: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let plain = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
         if name.is_empty() || !name.chars().all(plain) || name == "ours" {
             bail!("--impl {name:?}: a name is letters, digits, - and _ (and not `ours`, the harness's own replica)");
         }
         Ok(Implementation {
             name: name.to_owned(),
-            program: Program::External(Command::parse(template, level)?),
+            program: Program::External(Command::parse(template, level)?.with_features(features)),
         })
     }
 }
@@ -280,6 +319,16 @@ pub struct ProgramArgs {
     /// reported not-run with the level that would decide them.
     #[arg(long, value_name = "N", requires = "replica_cmd", default_value = "1")]
     pub replica_level: Level,
+    /// The opt-in features beyond the spec the program has (`guard`: POOL-1's shared-session
+    /// guard; `wake`: X-WAKE), comma-separated. A scenario that needs one the program lacks is
+    /// reported not-run; one that turns a feature off says so in the program's environment.
+    #[arg(
+        long,
+        value_name = "FEATURES",
+        requires = "replica_cmd",
+        value_delimiter = ','
+    )]
+    pub replica_features: Vec<Feature>,
 }
 
 impl Program {
@@ -287,7 +336,13 @@ impl Program {
     pub fn summary(&self) -> String {
         match self {
             Program::Ours(_) => "the harness's own replica, level 3".into(),
-            Program::External(c) => format!("{}, {}", c.display(), c.level),
+            Program::External(c) if c.features.is_empty() => {
+                format!("{}, {}", c.display(), c.level)
+            }
+            Program::External(c) => {
+                let f: Vec<&str> = c.features.iter().map(|f| f.name()).collect();
+                format!("{}, {}, with {}", c.display(), c.level, f.join(", "))
+            }
         }
     }
 }
@@ -300,10 +355,10 @@ impl ProgramArgs {
     /// The command template is not valid (see [`Command::parse`]).
     pub fn program(&self, ours: PathBuf) -> anyhow::Result<Program> {
         match &self.replica_cmd {
-            Some(template) => Ok(Program::External(Command::parse(
-                template,
-                self.replica_level,
-            )?)),
+            Some(template) => Ok(Program::External(
+                Command::parse(template, self.replica_level)?
+                    .with_features(self.replica_features.iter().copied()),
+            )),
             None => Ok(Program::Ours(ours)),
         }
     }

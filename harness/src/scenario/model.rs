@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{Expectation, Invariants};
 use crate::fault::Verb;
-use crate::level::{Level, Need};
+use crate::level::{Feature, Level, Need, Offer};
 use crate::replica::control::{LoopMode, WorkerMode};
 use crate::replica::program::{Command, Program};
 use crate::snapshot::Story;
@@ -107,7 +107,7 @@ impl Scenario {
             })
             .collect();
         let waking = (self.replicas.iter())
-            .filter(|(_, d)| d.args.iter().any(|a| a == "--wake"))
+            .filter(|(_, d)| d.wake)
             .map(|(name, _)| name.clone())
             .collect();
         crate::check::wire::WireSetup {
@@ -117,16 +117,25 @@ impl Scenario {
         }
     }
 
-    /// What the run can observe of every replica when the run's program is `program`: the
-    /// lowest level of their programs, and whether all of them are the harness's own replica.
-    pub fn observes(&self, program: &Program) -> (Level, bool) {
+    /// What the run's programs offer when the run's program is `program`: the lowest level of
+    /// them, whether all of them are the harness's own replica, and the features all of them
+    /// have.
+    pub fn observes(&self, program: &Program) -> Offer {
         let level = (self.replicas.values().map(|d| d.level_with(program))).min();
         let ours = (self.replicas.values()).all(|d| d.cmd.is_none()) && program.is_ours();
-        (level.unwrap_or(program.level()), ours)
+        let features = (Feature::ALL.into_iter())
+            .filter(|f| (self.replicas.values()).all(|d| d.cmd.is_none()) && program.has(*f))
+            .collect();
+        Offer {
+            level: level.unwrap_or(program.level()),
+            ours,
+            features,
+        }
     }
 
     /// What its steps and replicas need of the replica program, beyond level 0: the harness's
-    /// own replica for replica flags (`args`) and control steps (its `/control`), level 1 for a
+    /// own replica for replica flags (`args`) and control steps (its `/control`), a feature
+    /// beyond the spec that a replica turns on (`guard = true`, `wake = true`), level 1 for a
     /// wait on readiness. `None`: any program can play it. (Its checks each need a level of
     /// their own: see [`check::scenario`](crate::check::scenario).)
     pub fn needs(&self) -> Option<Need> {
@@ -134,6 +143,9 @@ impl Scenario {
             || (self.steps.iter()).any(|s| matches!(s, Step::Control { .. }));
         if own {
             return Some(Need::OwnReplica);
+        }
+        if let Some(f) = self.replicas.values().flat_map(ReplicaDecl::features).min() {
+            return Some(Need::Feature(f));
         }
         let ready = self.steps.iter().any(|s| {
             matches!(
@@ -218,9 +230,23 @@ pub struct ReplicaDecl {
     /// Its path to the database. Default: direct.
     #[serde(default, skip_serializing_if = "is_direct")]
     pub path: DbPath,
-    /// Extra flags for `harness replica`, e.g. `["--pool-max-lifetime-ms", "50"]`.
+    /// Extra flags for `harness replica`, e.g. `["--restart-budget", "3"]`: a scenario with
+    /// them needs the harness's own replica.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// POOL-1's shared-session guard, beyond the spec: `true` needs a program that has it
+    /// (`--replica-features guard`); `false` runs the program as the page describes it (one
+    /// that has the guard is told to turn it off: `REPLICA_SHARED_SESSION_GUARD=0`, the
+    /// harness's own replica's `--no-shared-session-guard`). Unset: the program as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<bool>,
+    /// X-WAKE on (`REPLICA_WAKE=1`): needs a program that has it (`--replica-features wake`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wake: bool,
+    /// The program's pool retires its connections after this long
+    /// (`REPLICA_POOL_MAX_LIFETIME_MS`, SESS-1's "pool max lifetime far below the run time").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_max_lifetime: Option<Span>,
     /// A program of its own instead of the run's: a command template as `--replica-cmd`
     /// takes it, run in the scenario file's folder (a rolling upgrade: an old build and a new
     /// one side by side).
@@ -244,6 +270,18 @@ pub struct ReplicaDecl {
 }
 
 impl ReplicaDecl {
+    /// The features beyond the spec it turns on, which its program must have.
+    pub fn features(&self) -> Vec<Feature> {
+        let mut v = Vec::new();
+        if self.guard == Some(true) {
+            v.push(Feature::Guard);
+        }
+        if self.wake {
+            v.push(Feature::Wake);
+        }
+        v
+    }
+
     /// The program this replica runs: its own `cmd` (run in `dir`), else the run's `program`.
     ///
     /// # Errors

@@ -60,7 +60,7 @@ async fn scenarios_run_side_by_side_report_in_file_order() {
         crate::replica::program::Command::parse("true", crate::level::Level::Process).unwrap(),
     );
     let scenarios: Vec<Scenario> = (load(&run_args(&[])).unwrap().into_iter())
-        .filter(|s| s.needs().is_some_and(|n| !n.met_by(program.level(), false)))
+        .filter(|s| s.needs().is_some_and(|n| !n.met_by(&program.offer())))
         .collect();
     assert!(scenarios.len() >= 4, "{}", scenarios.len());
     let opts = RunOptions {

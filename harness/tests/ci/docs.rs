@@ -243,7 +243,7 @@ const EXAMPLE_LEVELS: &[(&str, u8)] = &[
 ];
 
 /// Where a harness command runs an example program at a level other than its own: `--impl
-/// NAME=CMD` (level 1) or `NAME:LEVEL=CMD`, and `--replica-cmd CMD` with `--replica-level N`
+/// NAME=CMD` (level 1), `NAME:LEVEL=CMD` or `NAME:LEVEL:FEATURES=CMD`, and `--replica-cmd CMD` with `--replica-level N`
 /// (default 1).
 fn example_levels(words: &[String]) -> impl Iterator<Item = String> + '_ {
     let level_flag = (words.iter())
@@ -260,9 +260,7 @@ fn example_levels(words: &[String]) -> impl Iterator<Item = String> + '_ {
         let (cmd, level) = match flag.as_str() {
             "--impl" => {
                 let (name, cmd) = value.split_once('=')?;
-                let level = name
-                    .split_once(':')
-                    .map_or(Some(1), |(_, l)| l.parse().ok())?;
+                let level = name.split(':').nth(1).map_or(Some(1), |l| l.parse().ok())?;
                 (cmd, level)
             }
             "--replica-cmd" => (value.as_str(), level_flag),

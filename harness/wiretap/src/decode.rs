@@ -56,6 +56,10 @@ struct Gathered {
     tags: Vec<String>,
     rows: u64,
     first: Option<Vec<Option<String>>>,
+    /// The rows of the first result, once it completed (a simple Query may hold several
+    /// statements: the elector's first check is its lock statement and `SHOW
+    /// server_version_num` in one message).
+    first_result_rows: Option<u64>,
     error: Option<(String, String)>,
     /// The columns of a simple Query's current result: type and format.
     columns: Vec<(u32, i16)>,
@@ -75,7 +79,11 @@ impl Gathered {
             None => Outcome::Done {
                 tags: self.tags,
                 rows: self.rows,
-                row: if self.rows == 1 { self.first } else { None },
+                row: if self.first_result_rows.unwrap_or(self.rows) == 1 {
+                    self.first
+                } else {
+                    None
+                },
             },
         }
     }
@@ -489,6 +497,7 @@ impl Tap {
             }
             Some(Pending::Query { got, .. }) => {
                 got.tags.extend(tag);
+                got.first_result_rows.get_or_insert(got.rows);
                 got.columns.clear();
             }
             _ => {}

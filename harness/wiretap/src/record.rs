@@ -121,7 +121,8 @@ pub enum Outcome {
         /// How many rows it returned.
         rows: u64,
         /// The values of its row, when it returned exactly one (each cut at [`MAX_TEXT`]):
-        /// `pg_try_advisory_lock`'s answer is `["t"]` or `["f"]`.
+        /// `pg_try_advisory_lock`'s answer is `["t"]` or `["f"]`. Of a simple Query that held
+        /// several statements: its first statement's row, when that one returned exactly one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         row: Option<Vec<Option<String>>>,
     },

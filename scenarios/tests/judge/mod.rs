@@ -4,9 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use harness::check::Verdict;
+use harness::level::Need;
 use harness::replica::program::Program;
 use harness::report::{Report, Source};
-use harness::scenario::run::{run, RunOptions};
+use harness::scenario::run::RunOptions;
 use harness::scenario::Scenario;
 
 /// The check interval the black-box tests run at.
@@ -41,10 +43,17 @@ pub async fn judged(
     for name in scenarios {
         let file = repo().join("scenarios").join(format!("{name}.toml"));
         let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let outcome = run(&scenario, &opts)
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {name}: {e:#}"));
-        sources.push(outcome.source);
+        let source = harness::suite::run_one(&scenario, &opts).await;
+        // A run that could not complete, or whose servers could not start, is the test's
+        // failure, not a verdict on the program; one the program cannot play is not-run.
+        let broken = (source.checks.iter()).find(|c| {
+            c.name == "scenario ran"
+                && (c.verdict == Verdict::Invalid || c.needs == Some(Need::Setup))
+        });
+        if let Some(c) = broken {
+            panic!("{label}: {name}: {}", c.message);
+        }
+        sources.push(source);
     }
     Report::new(T.as_millis() as u64, seed, 0.0, sources)
 }

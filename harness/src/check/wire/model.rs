@@ -249,6 +249,38 @@ fn granting(conns: &[Conn], pid: i32, app: &str, t_ms: f64) -> Option<LockSessio
     })
 }
 
+/// The answers to a lock call that mean it was granted: the spec's `pg_try_advisory_lock`
+/// answered true (`t` in the text format), or the words of this project's elector, whose
+/// standby statement answers `granted`, or `unbounded` where the server lacks
+/// `idle_session_timeout`.
+pub const GRANTED: [&str; 4] = ["t", "true", "granted", "unbounded"];
+
+/// Each grant a replica held, as its wire shows it: `(replica, from, to)`, from the answer of
+/// a lock call that granted it ([`GRANTED`], first column) to the first of the connection's
+/// close and a later unlock's answer on it (`None`: held to the end). What the program
+/// believes cannot be seen here; a grant it neither closed nor gave back is one it acts on.
+pub fn grants_held(conns: &[Conn]) -> Vec<(String, f64, Option<f64>)> {
+    let mut v = Vec::new();
+    for c in conns {
+        for (i, s) in c.statements.iter().enumerate() {
+            let granted = s.locks()
+                && !s.reading.as_ref().is_ok_and(Reading::unlocks)
+                && (s.row().and_then(|r| r.first().cloned().flatten()))
+                    .is_some_and(|v| GRANTED.contains(&v.as_str()));
+            let Some((from, _)) = s.answer.as_ref().filter(|_| granted) else {
+                continue;
+            };
+            let unlocked = (c.statements.iter().skip(i + 1))
+                .filter(|u| u.succeeded() && u.reading.as_ref().is_ok_and(Reading::unlocks))
+                .find_map(|u| u.answer.as_ref().map(|(at, _)| *at));
+            let closed = c.closed.map(|(at, ..)| at);
+            let to = [unlocked, closed].into_iter().flatten().reduce(f64::min);
+            v.push((c.replica.clone(), *from, to));
+        }
+    }
+    v
+}
+
 /// Every fault on the timeline as `(verb, target, applied, lifted)`, each one on its own: a
 /// verb that acts once (a kill, a backend kill, a SIGTERM, a restart) is lifted as it is
 /// applied, and one never lifted lasts to the end. (Unlike [`crate::timeline::fault_spans`],

@@ -326,3 +326,71 @@ fn the_lock_session_must_name_its_replica() {
     let c = h.judge(CHECK);
     assert_eq!(c.verdict, Verdict::Invalid, "{c}");
 }
+
+/// POOL-1's hazard on the wire: behind a transaction-mode pooler a standby's attempt lands on
+/// the leader's server session and is granted again (one pg_locks row). Two replicas that each
+/// hold a grant they neither closed nor unlocked pass `granted_at_once = 2`; a program whose
+/// guard refuses the shared session, or whose leader let go before the second grant, fails it;
+/// and without a journal nothing is decided.
+#[test]
+fn two_grants_held_at_once_show_the_pooler_hazard() {
+    use crate::check::expect::{decide_at, Expect, Expectation, Facts, NONE_POOLED};
+    let pooler = |second: &str, a_closes: Option<f64>| {
+        let mut h = History::default();
+        // PgBouncer's key for both clients: the pooler's, not a server backend's.
+        h.open(0.0, "a", 1, 900);
+        h.said(10.0, "a", 1, LOCK, "t");
+        h.open(0.0, "b", 1, 901);
+        for k in 1..6 {
+            h.said(10.0 + k as f64 * T, "a", 1, "SELECT 1", "1");
+        }
+        if let Some(at) = a_closes {
+            h.close(at, "a", 1);
+        }
+        h.said(300.0, "b", 1, LOCK, second);
+        h.locks(0.0, 1_200.0, Some((4242, "a")));
+        h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        h.entries
+    };
+    let ex = Expectation {
+        clause: "POOL-1".into(),
+        expect: Expect::GrantedAtOnce(2),
+    };
+    let marks = crate::timeline::Marks::new();
+    let logs = std::collections::BTreeMap::new();
+    let tapped = WireSetup {
+        tapped: true,
+        ..Default::default()
+    };
+    let judge = |entries: &[Entry], wire: &WireSetup| {
+        let facts = Facts {
+            entries,
+            rows: &[],
+            work_read: true,
+            marks: &marks,
+            logs: &logs,
+            bounds: bounds(),
+            pooled: &NONE_POOLED,
+            wire,
+        };
+        decide_at(&ex, &facts, crate::level::Level::Process)
+    };
+    let c = judge(&pooler("t", None), &tapped);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert!(c.message.contains("a and b"), "{c}");
+    // The elector's own answer for a grant counts as one.
+    assert_eq!(
+        judge(&pooler("granted", None), &tapped).verdict,
+        Verdict::Valid
+    );
+    // A guard that refuses the shared session: one grant only.
+    let c = judge(&pooler("shared", None), &tapped);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert!(c.message.contains("REPLICA_SHARED_SESSION_GUARD=0"), "{c}");
+    assert_eq!(judge(&pooler("f", None), &tapped).verdict, Verdict::Invalid);
+    // The leader closed its connection before the second grant: one at a time.
+    let c = judge(&pooler("t", Some(250.0)), &tapped);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    let untapped = judge(&pooler("t", None), &WireSetup::default());
+    assert_eq!(untapped.verdict, Verdict::Unknown, "{untapped:?}");
+}

@@ -4,6 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The contract variable that turns POOL-1's shared-session guard off (`0`) in a program that
+/// has it (the harness's own replica takes `--no-shared-session-guard`).
+pub const CONTRACT_GUARD: &str = "REPLICA_SHARED_SESSION_GUARD";
+
 /// How to start one replica process (the flags of `harness replica`).
 #[derive(Clone, Debug)]
 pub struct ReplicaSpec {
@@ -31,8 +35,11 @@ pub struct ReplicaSpec {
     pub restart_backoff: Option<Duration>,
     /// `--verify-lock` (X-VERIFY).
     pub verify_lock: bool,
-    /// `--no-shared-session-guard`: the elector's POOL-1 guard off (the spec's plain lock).
+    /// `--no-shared-session-guard`: the elector's POOL-1 guard off (the spec's plain lock);
+    /// another program is told `REPLICA_SHARED_SESSION_GUARD=0`.
     pub no_shared_session_guard: bool,
+    /// `--wake` (X-WAKE); another program is told `REPLICA_WAKE=1`.
+    pub wake: bool,
     /// `--fail-loop`, once per loop.
     pub fail_loops: Vec<String>,
     /// `--panic-loop`, once per loop.
@@ -68,6 +75,7 @@ impl ReplicaSpec {
             restart_backoff: None,
             verify_lock: false,
             no_shared_session_guard: false,
+            wake: false,
             fail_loops: Vec::new(),
             panic_loops: Vec::new(),
             extra_args: Vec::new(),
@@ -99,16 +107,15 @@ impl ReplicaSpec {
     }
 
     /// The flags set that only the harness's own replica takes (another program is started
-    /// with its name, T, listen address and DSN only), by their names.
+    /// with its name, T, listen address and DSN, and the contract variables of
+    /// [`ReplicaSpec::contract_env`]), by their names.
     pub fn flags_only_ours(&self) -> Vec<String> {
         let set = [
             ("--pool-max-size", self.pool_max_size.is_some()),
-            ("--pool-max-lifetime-ms", self.pool_max_lifetime.is_some()),
             ("--restart-budget", self.restart_budget.is_some()),
             ("--restart-window-ms", self.restart_window.is_some()),
             ("--restart-backoff-ms", self.restart_backoff.is_some()),
             ("--verify-lock", self.verify_lock),
-            ("--no-shared-session-guard", self.no_shared_session_guard),
             ("--fail-loop", !self.fail_loops.is_empty()),
             ("--panic-loop", !self.panic_loops.is_empty()),
         ];
@@ -118,6 +125,23 @@ impl ReplicaSpec {
             .collect();
         named.extend(self.extra_args.iter().cloned());
         named
+    }
+
+    /// The contract's variables for a program other than the harness's own replica, beyond its
+    /// name, T, listen address and DSN: the settings a scenario gives it
+    /// (`docs/replica-contract.md`, "Contract variables").
+    pub fn contract_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = Vec::new();
+        if let Some(l) = self.pool_max_lifetime {
+            env.push(("REPLICA_POOL_MAX_LIFETIME_MS", l.as_millis().to_string()));
+        }
+        if self.no_shared_session_guard {
+            env.push((CONTRACT_GUARD, "0".to_owned()));
+        }
+        if self.wake {
+            env.push(("REPLICA_WAKE", "1".to_owned()));
+        }
+        env
     }
 
     /// The command line after `harness`: `replica --name ...` (the DSN is not on it).
@@ -153,6 +177,9 @@ impl ReplicaSpec {
         }
         if self.no_shared_session_guard {
             a.push("--no-shared-session-guard".to_owned());
+        }
+        if self.wake {
+            a.push("--wake".to_owned());
         }
         for l in &self.fail_loops {
             a.extend(["--fail-loop".to_owned(), l.clone()]);

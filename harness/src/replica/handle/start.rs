@@ -78,7 +78,8 @@ pub(super) fn command(program: &Program, spec: &ReplicaSpec) -> anyhow::Result<C
             .env(
                 "REPLICA_CHECK_INTERVAL_MS",
                 spec.check_interval.as_millis().to_string(),
-            );
+            )
+            .envs(spec.contract_env());
     }
     if let Some(dsn) = &spec.dsn {
         cmd.env(crate::replica::ENV_DSN, dsn);

@@ -172,6 +172,7 @@ const EXPECT_KEYS: &[&str] = &[
     "clause",
     "event",
     "gauge_sum_reaches",
+    "granted_at_once",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",
@@ -264,8 +265,8 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
         ]
         .boxed(),
         "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
-        "gauge_sum_reaches" | "lock_rows_at_most" | "work_rows" | "fence_rejects" | "readyz"
-        | "seed" => prop_oneof![(0i64..600), any::<i64>()]
+        "gauge_sum_reaches" | "granted_at_once" | "lock_rows_at_most" | "work_rows"
+        | "fence_rejects" | "readyz" | "seed" => prop_oneof![(0i64..600), any::<i64>()]
             .prop_map(Value::Integer)
             .boxed(),
         "clauses" | "log" | "args" => strings().boxed(),
@@ -319,6 +320,7 @@ const ACTIONS: &[&str] = &["sleep", "wait_for", "fault", "heal", "control", "sql
 const KINDS: &[&str] = &[
     "event",
     "gauge_sum_reaches",
+    "granted_at_once",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",

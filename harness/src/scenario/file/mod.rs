@@ -154,6 +154,8 @@ struct ExpectToml {
     #[serde(skip_serializing_if = "Option::is_none")]
     gauge_sum_reaches: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    granted_at_once: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     lock_rows_at_most: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     work_rows: Option<usize>,
@@ -453,9 +455,9 @@ clause = "DEM-2"
         };
         assert_eq!(c.level, Level::Process);
         assert_eq!(c.dir.as_deref(), Some(Path::new("scenarios")));
-        assert_eq!(s.observes(&run), (Level::Process, false));
+        assert_eq!(s.observes(&run), crate::level::Offer::plain(Level::Process));
         let level_1 = parse(&own(r#"{ cmd = "./r" }"#)).unwrap();
-        assert_eq!(level_1.observes(&run).0, Level::Metrics);
+        assert_eq!(level_1.observes(&run).level, Level::Metrics);
         for (decl, needle) in [
             (r#"{ cmd = "./r {port" }"#, ""),
             (

@@ -96,6 +96,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         clause: spanned(ex.clause.clone()),
         event: None,
         gauge_sum_reaches: None,
+        granted_at_once: None,
         lock_rows_at_most: None,
         work_rows: None,
         fence_rejects: None,
@@ -124,6 +125,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
             (raw.within, raw.not_before, raw.absent) = (*within, *not_before, *absent);
         }
         Expect::GaugeSumReaches(n) => raw.gauge_sum_reaches = Some(*n),
+        Expect::GrantedAtOnce(n) => raw.granted_at_once = Some(*n),
         Expect::LockRowsAtMost(n) => raw.lock_rows_at_most = Some(*n),
         Expect::WorkRows(n) => raw.work_rows = Some(*n),
         Expect::FenceRejects(n) => raw.fence_rejects = Some(*n),

@@ -153,7 +153,7 @@ impl Session {
             bounds,
             began,
             played: 0,
-            level: scenario.observes(&opts.program).0,
+            level: scenario.observes(&opts.program).level,
         })
     }
 

@@ -114,7 +114,7 @@ impl Stage {
         // Observed from the first moment: a replica that boots fast leads and writes before
         // a slower one has started (its gauge unreachable till then).
         let every = (t / 10).max(Duration::from_millis(10));
-        let http = scenario.observes(program).0 >= Level::Metrics;
+        let http = scenario.observes(program).level >= Level::Metrics;
         let samplers = Samplers::start(&timeline, observer.clone(), targets, (every, t / 2), http);
         let proxied = (scenario.replicas.iter())
             .filter(|(_, d)| d.path.replica_path().is_some())
@@ -228,6 +228,9 @@ async fn specs(
         spec.tick = Some(tick);
         spec.http = Some(format!("127.0.0.1:{port}"));
         spec.extra_args = decl.args.clone();
+        spec.no_shared_session_guard = decl.guard == Some(false);
+        spec.wake = decl.wake;
+        spec.pool_max_lifetime = decl.pool_max_lifetime.map(|l| l.at(t));
         spec.stderr_log = Some(evidence.replica_log(name));
         if let Some(path) = DbPath::replica_path(decl.path) {
             spec.dsn = Some(topology.add_proxy(name, path).await?.dsn());

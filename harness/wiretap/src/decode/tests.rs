@@ -464,3 +464,35 @@ fn a_statement_described_after_its_bind_still_types_the_rows() {
         "{out:?}"
     );
 }
+
+/// The elector's first check is its lock statement and `SHOW server_version_num` in one simple
+/// Query: its answer carries the lock statement's row, which says whether the lock was granted.
+#[test]
+fn a_simple_query_of_several_statements_keeps_its_first_statements_row() {
+    let mut tap = logged_in();
+    let mut c = BytesMut::new();
+    frontend::query(
+        "SELECT CASE WHEN pg_try_advisory_lock(1886156915, 1) THEN 'granted' ELSE 'refused' END, pg_backend_pid(); SHOW server_version_num",
+        &mut c,
+    )
+    .expect("x");
+    let column = |name: &str, oid: u32| FieldDescription::new(name.into(), 0, 0, oid, -1, -1, 0);
+    let s = server(vec![
+        Be::RowDescription(RowDescription::new(vec![
+            column("case", 25),
+            column("pg_backend_pid", 23),
+        ])),
+        row(&[Some(b"granted"), Some(b"4242")]),
+        complete("SELECT 1"),
+        Be::RowDescription(RowDescription::new(vec![column("server_version_num", 25)])),
+        row(&[Some(b"150004")]),
+        complete("SHOW"),
+        ready(TransactionStatus::Idle),
+    ]);
+    let out = feed(&mut tap, &c, &s);
+    assert!(
+        matches!(&out[1], WireEvent::Answer { id: 1, outcome: Outcome::Done { rows: 2, row: Some(r), .. } }
+            if r == &vec![Some("granted".to_owned()), Some("4242".to_owned())]),
+        "{out:?}"
+    );
+}

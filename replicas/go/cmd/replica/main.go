@@ -8,6 +8,7 @@
 //	REPLICA_NAME               its name, also every connection's application_name
 //	REPLICA_HTTP               the HTTP listen address (127.0.0.1:PORT)
 //	REPLICA_CHECK_INTERVAL_MS  T, the CheckInterval, in milliseconds
+//	REPLICA_POOL_MAX_LIFETIME_MS  the pool retires a connection older than this (SESS-1)
 //
 // SIGTERM (or SIGINT) cancels the election: the leader unlocks under a 2 s deadline, closes
 // the connection and ends its term, and the process exits 0.
@@ -44,6 +45,7 @@ const work = "INSERT INTO leader_work (loop_name, replica, term) VALUES ('sweep'
 type settings struct {
 	dsn, name, listen string
 	interval          time.Duration
+	poolMaxLifetime   time.Duration // 0: pgxpool's default
 }
 
 func fromEnv() settings {
@@ -63,6 +65,9 @@ func fromEnv() settings {
 		ms = 5000
 	}
 	s.interval = time.Duration(ms) * time.Millisecond
+	if life, err := strconv.Atoi(os.Getenv("REPLICA_POOL_MAX_LIFETIME_MS")); err == nil && life > 0 {
+		s.poolMaxLifetime = time.Duration(life) * time.Millisecond
+	}
 	return s
 }
 
@@ -92,6 +97,13 @@ func run() error {
 		cfg.ConnConfig.RuntimeParams["application_name"] = s.name
 		cfg.ConnConfig.ConnectTimeout = max(s.interval, time.Second)
 		cfg.MaxConns = poolSize
+		if s.poolMaxLifetime > 0 {
+			// pgxpool retires a connection past its lifetime when it is given back, and idle
+			// ones at each health check: check as often as the lifetime, so SESS-1's short
+			// lifetime is felt within the run.
+			cfg.MaxConnLifetime = s.poolMaxLifetime
+			cfg.HealthCheckPeriod = s.poolMaxLifetime
+		}
 		// The pool starts empty: pgxpool.Connect would open a first connection at once and
 		// fail the boot when the database is down, where the page's Run logs a failed acquire
 		// and tries again at its next check.
