@@ -196,13 +196,13 @@ fn replicas(p: &Params) -> BTreeMap<String, ReplicaDecl> {
             ]
             .map(String::from)
             .to_vec();
-            let features = [(p.fence, "--fence"), (p.wake, "--wake")];
             let args = (args.into_iter())
-                .chain(features.iter().filter(|f| f.0).map(|f| f.1.to_owned()))
+                .chain(p.fence.then(|| "--fence".to_owned()))
                 .collect();
             let decl = ReplicaDecl {
                 path: path.unwrap_or_default(),
                 args: if p.ours { args } else { Vec::new() },
+                wake: p.wake && p.ours,
                 ..ReplicaDecl::default()
             };
             (format!("r{i}"), decl)

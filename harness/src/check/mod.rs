@@ -323,11 +323,15 @@ fn observed(level: Level, needs: Level, c: Check) -> Check {
 /// Each with the contract level its observations need.
 fn safety(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
-    vec![
+    let mut checks = vec![
         (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
         (Level::Process, one_lock_row(entries)),
         (Level::Events, overlap_bound(entries, end_ms, b)),
-    ]
+    ];
+    if level < Level::Events {
+        checks.push((Level::Process, overlap_seen_from_outside(facts, level)));
+    }
+    checks
 }
 
 /// The continuous invariants: gauge sum, one lock row, gauge = pg_locks, overlap, the lock rows
@@ -344,6 +348,9 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
         (Level::Events, overlap_bound(entries, end_ms, b)),
         (Level::Events, history::rows_belong_to_terms(entries, b)),
     ];
+    if level < Level::Events {
+        checks.push((Level::Process, overlap_seen_from_outside(facts, level)));
+    }
     // Where no term ended, or no unlock was reported, these have nothing to decide (without
     // the event stream they cannot know, and say which level would).
     let has_events = (entries.iter()).any(|e| matches!(e.what, What::Replica { .. }));
@@ -438,24 +445,66 @@ pub fn overlaps(spans: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<(f64, f64)> {
 /// DEM-3 and MET-1: the measured overlap of two leaders never exceeds 2·T + one tick.
 pub fn overlap_bound(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
     let spans = leadership_spans(entries, end_ms);
-    let found = overlaps(&spans);
-    let longest = found.iter().map(|(s, e)| e - s).fold(0.0, f64::max);
-    let bound = (b.max_overlap() + b.slack).as_secs_f64() * 1000.0;
-    let verdict = if longest <= bound {
-        Verdict::Valid
+    // With the event stream, no term at all is no overlap.
+    let c = overlap_of("overlap of two leaders", &spans, 0.0, b);
+    match c.verdict {
+        Verdict::Unknown => Check {
+            verdict: Verdict::Valid,
+            ..c
+        },
+        _ => c,
+    }
+}
+
+/// DEM-3 below level 3, where no event says when a term began or ended: at level 0 each
+/// replica leads, as its wire shows, from a lock call answered granted until it closes that
+/// connection or unlocks ([`wire::model::grant_spans`]: a replica that holds its lock connection
+/// after it lost the lock overlaps the next leader); at levels 1 and 2, while its gauge says 1
+/// ([`outside::gauge_spans`], which start up to one sampling period early, allowed).
+pub fn overlap_seen_from_outside(facts: &Facts, level: Level) -> Check {
+    let b = &facts.bounds;
+    if level >= Level::Metrics {
+        let spans = outside::gauge_spans(facts.entries, b);
+        return overlap_of("overlap of two gauges", &spans, ms_of(b.sample), b);
+    }
+    let conns = wire::model::conversations(facts.entries);
+    let until = wire::model::sampled_until(facts.entries);
+    let spans = wire::model::grant_spans(&conns, until);
+    let c = overlap_of("overlap of two grants on the wire", &spans, 0.0, b);
+    if facts.wire.tapped {
+        c
     } else {
-        Verdict::Invalid
-    };
+        wire::untapped(c)
+    }
+}
+
+/// The overlaps of `spans` (by replica) held to 2·T + one tick, plus the slack and `error_ms`
+/// (how early a span may have been seen to start).
+fn overlap_of(
+    name: &str,
+    spans: &BTreeMap<String, Vec<(f64, f64)>>,
+    error_ms: f64,
+    b: &Bounds,
+) -> Check {
+    let found = overlaps(spans);
+    let longest = found.iter().map(|(s, e)| e - s).fold(0.0, f64::max);
+    let bound = ms_of(b.max_overlap() + b.slack) + error_ms;
+    let led = spans.values().map(Vec::len).sum::<usize>();
     Check::new(
-        "overlap of two leaders",
+        name,
         &["DEM-3"],
-        verdict,
+        verdict_of(led, longest <= bound),
         format!(
-            "{} overlap(s), longest {} (bound 2T + tick = {} + {:?} slack)",
+            "{} overlap(s), longest {} (bound 2T + tick = {} + {:?} slack{})",
             found.len(),
             in_t(longest, b.t),
-            in_t(b.max_overlap().as_secs_f64() * 1000.0, b.t),
-            b.slack
+            in_t(ms_of(b.max_overlap()), b.t),
+            b.slack,
+            if error_ms > 0.0 {
+                format!(" + {} sampling", in_t(error_ms, b.t))
+            } else {
+                String::new()
+            }
         ),
     )
     .figure("overlaps", found.len().to_string())

@@ -15,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::WORK_TABLE_DDL;
 
+/// Whether `leader_work` exists, asked before [`WORK_TABLE_DDL`].
+const WORK_TABLE_EXISTS: &str = "SELECT to_regclass('leader_work') IS NOT NULL";
+
 /// The statement a leader-only pass writes (LOOP-1, LOOP-2, LOOP-3).
 const INSERT_WORK: &str = "INSERT INTO leader_work (loop_name, replica, term) VALUES ($1, $2, $3)";
 
@@ -240,9 +243,22 @@ impl std::fmt::Display for BootFailure {
     }
 }
 
-/// One boot attempt: a pooled connection, then `leader_work` created on it.
+/// One boot attempt: a pooled connection, then `leader_work` created on it unless it is there.
+/// The harness creates the table ahead, as an operator would: the application role may not
+/// create anything (PostgreSQL 15 and later grant no CREATE on `public`, and `CREATE TABLE IF
+/// NOT EXISTS` asks for that right before it looks whether the table exists).
 async fn attempt(pool: &Pool) -> Result<Object, BootFailure> {
     let client = pool.get().await.map_err(BootFailure::Connect)?;
+    // The simple protocol: behind a transaction-mode pooler a named prepared statement would
+    // meet another client's of the same name on a shared server session.
+    let answer = (client.simple_query(WORK_TABLE_EXISTS).await).map_err(BootFailure::Create)?;
+    let there = answer.iter().any(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0) == Some("t"),
+        _ => false,
+    });
+    if there {
+        return Ok(client);
+    }
     match client.batch_execute(WORK_TABLE_DDL).await {
         Ok(()) => Ok(client),
         // Replicas booting together race on CREATE TABLE IF NOT EXISTS; the loser's error

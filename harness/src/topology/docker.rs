@@ -23,7 +23,7 @@ use testcontainers_modules::postgres::Postgres;
 
 use super::cleanup::{self, Resource};
 use super::images::{ImageRef, Images, BUILD_HINT};
-use super::{password, PoolMode, DATABASE, POSTGRES_PORT, USER};
+use super::{password, PoolMode, APP_USER, DATABASE, POSTGRES_PORT, USER};
 
 /// Toxiproxy's API port inside its container.
 pub const TOXIPROXY_API_PORT: u16 = 8474;
@@ -334,7 +334,7 @@ impl DockerServices {
                         .with_wait_for(WaitFor::message_on_either_std("process up: PgBouncer"))
                         .with_env_var("DB_HOST", &postgres_name)
                         .with_env_var("DB_PORT", POSTGRES_PORT.to_string())
-                        .with_env_var("DB_USER", USER)
+                        .with_env_var("DB_USER", APP_USER)
                         .with_env_var("DB_PASSWORD", password())
                         .with_env_var("DB_NAME", DATABASE)
                         .with_env_var("POOL_MODE", mode.setting())

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 
 use super::cleanup::{self, Resource};
-use super::{password, PoolMode, DATABASE, USER};
+use super::{password, PoolMode, APP_USER, DATABASE, USER};
 
 /// How long a server may take to accept connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -453,12 +453,14 @@ impl LocalServices {
         chown_tree(&dir, run_as)?;
         services.postgres_port = free_port()?;
         services.start_postgres().await?;
+        // The application role first: each PgBouncer is ready once it logs in as it.
+        super::provision(services.postgres_addr()).await?;
         services.timings.postgres = clock.elapsed();
 
         if let Some(bin) = pgbouncer_bin {
             std::fs::write(
                 dir.join("userlist.txt"),
-                format!("\"{USER}\" \"{}\"\n", password()),
+                format!("\"{APP_USER}\" \"{}\"\n", password()),
             )?;
             chown_tree(&dir.join("userlist.txt"), run_as)?;
             for &mode in &options.pgbouncers {
@@ -523,7 +525,7 @@ impl LocalServices {
         std::fs::write(
             &ini,
             format!(
-                "[databases]\n{DATABASE} = host=127.0.0.1 port={pg} user={USER} password={password}\n\
+                "[databases]\n{DATABASE} = host=127.0.0.1 port={pg} user={APP_USER} password={password}\n\
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
                  auth_type = scram-sha-256\nauth_file = {users}\npool_mode = {setting}\n\
                  max_client_conn = 200\ndefault_pool_size = {size}\nserver_login_retry = {retry}\n\
@@ -546,8 +548,9 @@ impl LocalServices {
             .await
             .with_context(|| format!("starting pgbouncer ({mode} mode)"))?;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        // PgBouncer knows the application role alone (its server sessions log in as it).
         let ready = wait_accepting(
-            &dsn(addr),
+            &super::app_dsn_for(addr),
             &mut child,
             &log_path,
             &format!("PgBouncer ({mode} mode)"),

@@ -45,8 +45,48 @@ pub use self::proxy::Toxiproxy;
 
 /// The database every service serves.
 pub const DATABASE: &str = "plexsphere";
-/// The PostgreSQL user.
+/// The PostgreSQL superuser: the harness's observer and its setup connect as it, never a
+/// replica.
 pub const USER: &str = "postgres";
+/// The ordinary application role every replica connects as, directly and through PgBouncer, as
+/// a service in production does: a login role that is not a superuser, owns nothing (not the
+/// database, not a table) and holds only the grants of [`PROVISION`] (on PostgreSQL 15 and later
+/// `public` grants it no CREATE). Its password is [`password`]'s.
+pub const APP_USER: &str = "elector_app";
+
+/// What the harness sets up as an operator would, as the superuser, once the server is up:
+/// the application role, its right to connect and to use the schema, the contract's
+/// `leader_work` table with the grants to write it, and X-FENCE's sequence created ahead with
+/// the grants its users need (`elector/README.md`, "What the application role needs").
+/// Idempotent; `{password}` is the role's password, quoted.
+pub const PROVISION: &str = "DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'elector_app') THEN
+    CREATE ROLE elector_app LOGIN PASSWORD {password};
+  END IF;
+END $$;
+GRANT CONNECT ON DATABASE plexsphere TO elector_app;
+GRANT USAGE ON SCHEMA public TO elector_app;
+{work_table};
+GRANT SELECT, INSERT ON leader_work TO elector_app;
+GRANT USAGE ON SEQUENCE leader_work_id_seq TO elector_app;
+CREATE SEQUENCE IF NOT EXISTS public.plexsphere_background_leader_fence;
+GRANT USAGE, SELECT ON SEQUENCE public.plexsphere_background_leader_fence TO elector_app";
+
+/// Runs [`PROVISION`] as the superuser on the server at `addr`.
+///
+/// # Errors
+/// The server cannot be reached, or a statement fails.
+pub async fn provision(addr: SocketAddr) -> anyhow::Result<()> {
+    let client = try_connect(&dsn_for(addr), Duration::from_secs(10)).await?;
+    let quoted = format!("'{}'", password().replace('\'', "''"));
+    let sql = PROVISION
+        .replace("{password}", &quoted)
+        .replace("{work_table}", crate::event::WORK_TABLE_DDL);
+    client.batch_execute(&sql).await.context(
+        "setting up the application role elector_app, leader_work and the fence sequence",
+    )?;
+    Ok(())
+}
 /// The PostgreSQL user's password when [`ENV_PASSWORD`] sets none.
 pub const PASSWORD: &str = "postgres";
 /// The environment variable that sets the throwaway database's password.
@@ -380,10 +420,10 @@ pub struct ProxyEndpoint {
 }
 
 impl ProxyEndpoint {
-    /// The replica's DSN:
-    /// `postgres://postgres:<password>@127.0.0.1:<port>/plexsphere?sslmode=disable`.
+    /// The replica's DSN, as the application role:
+    /// `postgres://elector_app:<password>@127.0.0.1:<port>/plexsphere?sslmode=disable`.
     pub fn dsn(&self) -> String {
-        dsn_for(self.addr)
+        app_dsn_for(self.addr)
     }
 }
 
@@ -427,8 +467,17 @@ fn ms(d: Duration) -> f64 {
 /// read the conversation (a client's default, `prefer`, would encrypt it wherever the server
 /// offers TLS).
 pub fn dsn_for(addr: SocketAddr) -> String {
+    dsn_as(USER, addr)
+}
+
+/// The application role's DSN for `addr` ([`APP_USER`]): what a replica is given.
+pub fn app_dsn_for(addr: SocketAddr) -> String {
+    dsn_as(APP_USER, addr)
+}
+
+fn dsn_as(user: &str, addr: SocketAddr) -> String {
     format!(
-        "postgres://{USER}:{}@{}:{}/{DATABASE}?sslmode=disable",
+        "postgres://{user}:{}@{}:{}/{DATABASE}?sslmode=disable",
         password(),
         addr.ip(),
         addr.port()
@@ -566,6 +615,11 @@ impl Topology {
         };
         let toxiproxy = Toxiproxy::new(api);
         toxiproxy.wait_ready(READY_LIMIT).await?;
+        // The local backend set the application role up before its PgBouncers, which log in as
+        // it to be ready; Docker's are ready when their process is up.
+        if let Backend::Docker(s) = &backend {
+            provision(s.postgres_addr()).await?;
+        }
         startup.total = clock.elapsed();
         tracing::info!(run = %run_id, backend = %config.backend, %startup, "topology up");
         Ok(Topology {
@@ -626,13 +680,14 @@ impl Topology {
         dsn_for(self.postgres_addr())
     }
 
-    /// A PgBouncer's DSN on this host (not through a proxy), if it runs.
+    /// A PgBouncer's DSN on this host (not through a proxy), if it runs: as the application
+    /// role, the only one PgBouncer knows.
     pub fn pgbouncer_dsn(&self, mode: PoolMode) -> Option<String> {
         match &self.inner.backend {
             Backend::Docker(s) => s.pgbouncer_addr(mode),
             Backend::Local(s) => s.pgbouncer_addr(mode),
         }
-        .map(dsn_for)
+        .map(app_dsn_for)
     }
 
     /// The Toxiproxy API's address on this host.

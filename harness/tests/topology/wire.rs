@@ -72,7 +72,7 @@ async fn a_proxy_journals_what_its_client_said_and_was_told() {
         .iter()
         .all(|r| r.conn == 1 && (before..=after).contains(&r.at_us)));
     assert!(events.iter().any(|e| matches!(e,
-        WireEvent::Startup { application_name: Some(a), user: Some(u), .. } if a == "r1" && u == "postgres")));
+        WireEvent::Startup { application_name: Some(a), user: Some(u), .. } if a == "r1" && u == harness::topology::APP_USER)));
     assert!(
         events.contains(&&WireEvent::Backend { pid }),
         "the server's pid: {pid}"

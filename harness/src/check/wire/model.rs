@@ -281,6 +281,19 @@ pub fn grants_held(conns: &[Conn]) -> Vec<(String, f64, Option<f64>)> {
     v
 }
 
+/// [`grants_held`] by replica, each cut at `until` (when the samplers stopped: the harness
+/// stops the replicas after it), for the overlap of two leaders at level 0.
+pub fn grant_spans(conns: &[Conn], until: f64) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut spans: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for (replica, from, to) in grants_held(conns) {
+        let to = to.unwrap_or(until).min(until);
+        if to > from {
+            spans.entry(replica).or_default().push((from, to));
+        }
+    }
+    spans
+}
+
 /// Every fault on the timeline as `(verb, target, applied, lifted)`, each one on its own: a
 /// verb that acts once (a kill, a backend kill, a SIGTERM, a restart) is lifted as it is
 /// applied, and one never lifted lasts to the end. (Unlike [`crate::timeline::fault_spans`],

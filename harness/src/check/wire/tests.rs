@@ -394,3 +394,51 @@ fn two_grants_held_at_once_show_the_pooler_hazard() {
     let untapped = judge(&pooler("t", None), &WireSetup::default());
     assert_eq!(untapped.verdict, Verdict::Unknown, "{untapped:?}");
 }
+
+/// DEM-3 on the wire: a leader that closes its lock connection when it loses the lock, before
+/// the standby is granted, makes no overlap; one that keeps it open for 6T after another replica
+/// was granted overlaps it past 2T + one tick.
+#[test]
+fn grants_held_at_once_past_the_overlap_bound_fail_dem_3() {
+    use crate::check::expect::{Facts, NONE_POOLED};
+    let handover = |a_closes: f64| {
+        let mut h = History::default();
+        h.open(0.0, "a", 1, 10);
+        h.said(1.0, "a", 1, LOCK, "t");
+        h.open(0.0, "b", 1, 20);
+        h.said(3.0, "b", 1, LOCK, "f");
+        h.close(a_closes, "a", 1);
+        h.said(1_000.0, "b", 1, LOCK, "t");
+        h.locks(10.0, 2_600.0, Some((10, "a")));
+        h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        h.entries
+    };
+    let marks = crate::timeline::Marks::new();
+    let logs = std::collections::BTreeMap::new();
+    let tapped = WireSetup {
+        tapped: true,
+        ..Default::default()
+    };
+    let judge = |entries: &[Entry], wire: &WireSetup| {
+        let facts = Facts {
+            entries,
+            rows: &[],
+            work_read: true,
+            marks: &marks,
+            logs: &logs,
+            bounds: bounds(),
+            pooled: &NONE_POOLED,
+            wire,
+        };
+        crate::check::overlap_seen_from_outside(&facts, crate::level::Level::Process)
+    };
+    let c = judge(&handover(900.0), &tapped);
+    assert_eq!(c.name, "overlap of two grants on the wire");
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert!(c.message.contains("0 overlap(s)"), "{c}");
+    let c = judge(&handover(2_200.0), &tapped);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert_eq!(c.figures["max overlap"], "6.00T", "{c:?}");
+    let c = judge(&handover(2_200.0), &WireSetup::default());
+    assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
+}

@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use tokio::time::Instant;
 
 use crate::check::WorkRow;
-use crate::event::WORK_TABLE_DDL;
 use crate::fault::Nemesis;
 use crate::level::Level;
 use crate::observe::wire::{WireReader, WireSummary};
@@ -101,10 +100,6 @@ impl Stage {
             .context(crate::exit::Failure::Setup)?;
         let observer = Arc::new(Observer::new(&topology));
         server_new_enough(scenario, &observer).await?;
-        observer
-            .query(WORK_TABLE_DDL, &[])
-            .await
-            .context("creating leader_work")?;
         let (specs, targets) = specs(scenario, &topology, t, tick, evidence).await?;
         // The run's clock starts as the replicas start; DB times are mapped onto it.
         let run_start = Instant::now();
