@@ -78,7 +78,7 @@ FLAWS = {
     "gauge-zero": ("ISL-1, LOOP-1, MET-1", "steady-election", "the gauge is never set to 1"),
     "late-work": ("LOOP-1", "backend-kill", "the leader-only work goes on for 3T after a "
                   "demotion"),
-    "shared-lock": ("ISL-1, LOCK-1, LOCK-3, MET-1", "steady-election", "the key taken in the "
+    "shared-lock": ("DEM-3, ISL-1, LOCK-1, LOCK-3, MET-1", "steady-election", "the key taken in the "
                     "shared form (pg_try_advisory_lock_shared), which every replica is granted"),
     "no-exit": ("RUN-6", "graceful-handover", "on SIGTERM the leader unlocks and closes, then "
                 "never exits"),

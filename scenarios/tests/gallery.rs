@@ -67,9 +67,10 @@ const GALLERY: [(&str, &[&str], &[&str]); 20] = [
         &["steady-election"],
     ),
     ("late-work", &["LOOP-1"], &["backend-kill"]),
+    // Every replica leads, for good: the overlap of their gauges never ends (DEM-3).
     (
         "shared-lock",
-        &["ISL-1", "LOCK-1", "LOCK-3", "MET-1"],
+        &["DEM-3", "ISL-1", "LOCK-1", "LOCK-3", "MET-1"],
         &["steady-election"],
     ),
     // It unlocks and closes as the spec says, then stays up: only its exit tells.

@@ -126,14 +126,17 @@ async fn our_replica_through_the_black_box_path_agrees_with_the_instrumented_run
         "{}",
         failures(&level1)
     );
-    for id in ["MET-1", "ISL-1", "DEM-2", "ORPH-2", "LOCK-3", "RUN-6"] {
+    // DEM-3 below level 3: the overlap of two gauges.
+    for id in [
+        "MET-1", "ISL-1", "DEM-2", "DEM-3", "ORPH-2", "LOCK-3", "RUN-6",
+    ] {
         assert_eq!(
             by_level1[id],
             ClauseVerdict::Pass,
             "{id} is decidable at level 1"
         );
     }
-    for (id, needs) in [("DEM-3", 3), ("LOOP-1", 2), ("LOOP-6", 3)] {
+    for (id, needs) in [("LOOP-1", 2), ("LOOP-6", 3)] {
         let row = level1.clauses.iter().find(|c| c.id == id).unwrap();
         assert_eq!(
             row.verdict_text(),
@@ -210,6 +213,9 @@ const NAIVE_FAILS: [&str; 6] = ["DEM-2", "ISL-1", "ORPH-1", "ORPH-2", "RUN-5", "
 /// What they break on some runs only, as the timing falls:
 /// - DEM-1: the thawed leader's gauge stays 1 (mistake 4), seen when its check fails on the
 ///   session the server ended;
+/// - DEM-3: a lost lock never ends the term (mistake 4), so a gauge that stays 1 beside the next
+///   leader's overlaps it past 2T + one tick (seen in CI's steady-election, once the pool
+///   retired the lock session, and in frozen-leader);
 /// - MET-1: the stuck gauge beside the new leader's, for about 3.5T after a backend kill, at the
 ///   edge of the overlap allowance (3.3T);
 /// - LOCK-3, RUN-3, RUN-5, SESS-1, SESS-2: its lock connection goes back to the pool
@@ -219,7 +225,9 @@ const NAIVE_FAILS: [&str; 6] = ["DEM-2", "ISL-1", "ORPH-1", "ORPH-2", "RUN-5", "
 ///   session takes the lock with it, and the gauge says 1 with no granted row (LOCK-3: seen in
 ///   CI's frozen-leader, the lock released 2.65T after the thaw, the thawed leader's gauge 1 for
 ///   7.89T more).
-const NAIVE_MAY_FAIL: [&str; 6] = ["DEM-1", "LOCK-3", "MET-1", "RUN-3", "SESS-1", "SESS-2"];
+const NAIVE_MAY_FAIL: [&str; 7] = [
+    "DEM-1", "DEM-3", "LOCK-3", "MET-1", "RUN-3", "SESS-1", "SESS-2",
+];
 
 /// The Go replica plays the examples' scenarios and, since the reference page names the
 /// transaction-pooler hazard, the scenario that shows it, and the guarded one, which it cannot

@@ -43,7 +43,19 @@ impl Default for PgOptions {
     }
 }
 
-/// A PostgreSQL server (database `plexsphere`, user and password `postgres`); removed on drop.
+/// The ordinary application role the tests' electors connect as ([`Pg::url`], [`Pg::pool`],
+/// [`Pg::url_via`]): a login role that is not a superuser and owns nothing, with `CONNECT` and
+/// `USAGE` on the schema (on PostgreSQL 15 and later `public` grants it no CREATE). Its password
+/// is its name.
+pub const APP_USER: &str = "elector_app";
+
+/// What [`Pg::start_with`] sets up, as the superuser, once the server is up.
+const PROVISION: &str = "CREATE ROLE elector_app LOGIN PASSWORD 'elector_app'; \
+    GRANT CONNECT ON DATABASE plexsphere TO elector_app; \
+    GRANT USAGE ON SCHEMA public TO elector_app";
+
+/// A PostgreSQL server (database `plexsphere`, superuser and password `postgres`, and the
+/// application role [`APP_USER`]); removed on drop.
 pub struct Pg {
     /// The container.
     pub container: ContainerAsync<Postgres>,
@@ -101,35 +113,63 @@ impl Pg {
             .get_host_port_ipv4(5432)
             .await
             .expect("the container maps 5432");
-        Pg {
+        let pg = Pg {
             container,
             port,
             name,
-        }
+        };
+        (pg.observer().await)
+            .batch_execute(PROVISION)
+            .await
+            .expect("the application role is set up");
+        pg
     }
 
-    /// The URL of the `plexsphere` database on `port` (this server's, or a proxy's in front).
+    /// The application role's URL of the `plexsphere` database on `port` (this server's, or a
+    /// proxy's or a PgBouncer's in front).
     pub fn url_via(&self, port: u16) -> String {
-        format!("postgres://postgres:postgres@127.0.0.1:{port}/plexsphere")
+        format!("postgres://{APP_USER}:{APP_USER}@127.0.0.1:{port}/plexsphere")
     }
 
-    /// The URL of the `plexsphere` database.
+    /// The application role's URL of the `plexsphere` database: what an elector is given.
     pub fn url(&self) -> String {
         self.url_via(self.port)
     }
 
-    /// A pool whose connections carry `application_name = app`.
+    /// The superuser's URL, the database's owner: the observer's, and the one test that runs
+    /// an elector as the owner.
+    pub fn owner_url(&self) -> String {
+        format!(
+            "postgres://postgres:postgres@127.0.0.1:{}/plexsphere",
+            self.port
+        )
+    }
+
+    /// A pool of the application role whose connections carry `application_name = app`.
     pub fn pool(&self, app: &str, max_size: usize) -> Pool {
         pool_for(&self.url(), app, max_size, RecyclingMethod::Fast)
     }
 
-    /// A direct observer connection (never through a pool or a proxy).
+    /// A direct observer connection as the superuser (never through a pool or a proxy).
     pub async fn observer(&self) -> tokio_postgres::Client {
-        let (client, conn) = tokio_postgres::connect(&self.url(), NoTls)
+        let (client, conn) = tokio_postgres::connect(&self.owner_url(), NoTls)
             .await
             .expect("the observer connects");
         tokio::spawn(conn);
         client
+    }
+
+    /// Grants the application role what a test's own table needs (`SELECT, INSERT, UPDATE` on
+    /// each of `tables`), as an operator would.
+    pub async fn grant_tables(&self, tables: &[&str]) {
+        let sql = format!(
+            "GRANT SELECT, INSERT, UPDATE ON {} TO {APP_USER}",
+            tables.join(", ")
+        );
+        (self.observer().await)
+            .batch_execute(&sql)
+            .await
+            .expect("the grants");
     }
 
     /// Sends `signal` (e.g. `STOP`, `CONT`) to a server process inside the container.

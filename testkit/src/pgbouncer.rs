@@ -29,7 +29,8 @@ pub struct PgBouncer {
 
 impl PgBouncer {
     /// Starts PgBouncer in `pool_mode` (`session` or `transaction`) with `pool_size` server
-    /// sessions, in front of `pg` (user and password `postgres`, SCRAM). Panics with a clear
+    /// sessions, in front of `pg` (the application role, SCRAM; its server sessions log in as
+    /// it). Panics with a clear
     /// message when `pg` joined no network, or Docker or the image is missing.
     pub async fn start(pg: &Pg, pool_mode: &str, pool_size: u32) -> PgBouncer {
         let (network, host) = pg
@@ -41,8 +42,8 @@ impl PgBouncer {
             .with_exposed_port(5432.tcp())
             .with_wait_for(WaitFor::message_on_either_std("process up: PgBouncer"))
             .with_env_var("DB_HOST", host)
-            .with_env_var("DB_USER", "postgres")
-            .with_env_var("DB_PASSWORD", "postgres")
+            .with_env_var("DB_USER", crate::pg::APP_USER)
+            .with_env_var("DB_PASSWORD", crate::pg::APP_USER)
             .with_env_var("DB_NAME", "plexsphere")
             .with_env_var("POOL_MODE", pool_mode)
             .with_env_var("DEFAULT_POOL_SIZE", pool_size.to_string())

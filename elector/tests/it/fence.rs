@@ -16,9 +16,9 @@ const FENCED_INSERT: &str = "INSERT INTO fenced_work (fence, writer) SELECT $1, 
 /// The same write with no guard.
 const UNFENCED_INSERT: &str = "INSERT INTO fenced_work (fence, writer) VALUES ($1, $2)";
 
-/// An elector for `app` on `pg` with fencing as given.
-async fn elector(pg: &Pg, app: &str, fencing: bool) -> Elector {
-    let pool = pool_for(&pg.url(), app, 4, Default::default());
+/// An elector for `app` on the database at `url` with fencing as given.
+async fn elector(url: &str, app: &str, fencing: bool) -> Elector {
+    let pool = pool_for(url, app, 4, Default::default());
     drop(pool.get().await.expect("a first pooled connection"));
     Elector::new(Config::new(pool).check_interval(T).fencing(fencing)).expect("elector")
 }
@@ -58,15 +58,16 @@ async fn write(observer: &tokio_postgres::Client, sql: &str, fence: i64, writer:
 }
 
 /// X-FENCE: the first term's token is drawn on its grant and a standby's refused attempts draw
-/// none; when the lock's backend is killed and the other elector takes over, its term's token
+/// none (the electors connect as the database's owner, who may create the sequence: the one test
+/// of the elector creating it); when the lock's backend is killed and the other elector takes over, its term's token
 /// is larger; the old term's late write is rejected by the guard while the same write unguarded
 /// lands, and the new term's guarded write lands.
 #[tokio::test]
 async fn each_term_carries_a_larger_token_and_an_older_terms_late_write_is_rejected() {
     let pg = Pg::start().await;
     let observer = pg.observer().await;
-    let a = elector(&pg, "fence-a", true).await;
-    let b = elector(&pg, "fence-b", true).await;
+    let a = elector(&pg.owner_url(), "fence-a", true).await;
+    let b = elector(&pg.owner_url(), "fence-b", true).await;
     let (stop_a, run_a) = lead(&a).await;
     let old = fence_of(&a);
     let (stop_b, run_b) = spawn_run(&b);
@@ -142,7 +143,7 @@ async fn a_fencing_elector_leads_under_a_role_that_cannot_create_the_sequence() 
         )
         .await
         .expect("the operator's set-up");
-    let url = pg.url().replace("postgres:postgres@", "app:app@");
+    let url = pg.owner_url().replace("postgres:postgres@", "app:app@");
     let pool = pool_for(&url, "fence-app", 4, Default::default());
     drop(pool.get().await.expect("the application role connects"));
     let e = Elector::new(Config::new(pool).check_interval(T).fencing(true)).expect("elector");
@@ -171,12 +172,16 @@ async fn a_guarded_transaction_open_across_a_handover_commits_and_a_claimed_row_
         .batch_execute(
             "CREATE TABLE fenced_work (fence bigint NOT NULL, writer text NOT NULL); \
              CREATE TABLE fence_claim (id int PRIMARY KEY, token bigint NOT NULL); \
-             INSERT INTO fence_claim VALUES (1, 0)",
+             INSERT INTO fence_claim VALUES (1, 0); \
+             CREATE SEQUENCE public.plexsphere_background_leader_fence; \
+             GRANT USAGE, SELECT ON SEQUENCE public.plexsphere_background_leader_fence \
+             TO elector_app; \
+             GRANT SELECT, INSERT, UPDATE ON fenced_work, fence_claim TO elector_app",
         )
         .await
-        .expect("the work tables");
-    let a = elector(&pg, "fence-a", true).await;
-    let b = elector(&pg, "fence-b", true).await;
+        .expect("the work tables, and the sequence ahead as the README says");
+    let a = elector(&pg.url(), "fence-a", true).await;
+    let b = elector(&pg.url(), "fence-b", true).await;
     let (stop_a, run_a) = lead(&a).await;
     let old = fence_of(&a);
     // Term `old` claims the row before its first write.

@@ -50,6 +50,11 @@ impl Pg {
             ..PgOptions::default()
         })
         .await;
+        // The replicas connect as the application role; leader_work and the fence sequence
+        // are set up ahead, as the harness's topology does.
+        harness::topology::provision(std::net::SocketAddr::from(([127, 0, 0, 1], pg.port)))
+            .await
+            .expect("leader_work and the grants");
         eprintln!("postgres up in {:?}", started.elapsed());
         Pg(pg)
     }

@@ -327,6 +327,36 @@ fn the_lock_session_must_name_its_replica() {
     assert_eq!(c.verdict, Verdict::Invalid, "{c}");
 }
 
+/// A journal of the harness's own proxies.
+fn tapped() -> WireSetup {
+    WireSetup {
+        tapped: true,
+        ..Default::default()
+    }
+}
+
+/// `decide` on the facts of `entries` alone (no rows, marks or logs), with `wire`.
+fn with_facts<T>(
+    entries: &[Entry],
+    wire: &WireSetup,
+    decide: impl FnOnce(&crate::check::expect::Facts) -> T,
+) -> T {
+    let (marks, logs) = (
+        crate::timeline::Marks::new(),
+        std::collections::BTreeMap::new(),
+    );
+    decide(&crate::check::expect::Facts {
+        entries,
+        rows: &[],
+        work_read: true,
+        marks: &marks,
+        logs: &logs,
+        bounds: bounds(),
+        pooled: &crate::check::expect::NONE_POOLED,
+        wire,
+    })
+}
+
 /// POOL-1's hazard on the wire: behind a transaction-mode pooler a standby's attempt lands on
 /// the leader's server session and is granted again (one pg_locks row). Two replicas that each
 /// hold a grant they neither closed nor unlocked pass `granted_at_once = 2`; a program whose
@@ -334,7 +364,7 @@ fn the_lock_session_must_name_its_replica() {
 /// and without a journal nothing is decided.
 #[test]
 fn two_grants_held_at_once_show_the_pooler_hazard() {
-    use crate::check::expect::{decide_at, Expect, Expectation, Facts, NONE_POOLED};
+    use crate::check::expect::{decide_at, Expect, Expectation};
     let pooler = |second: &str, a_closes: Option<f64>| {
         let mut h = History::default();
         // PgBouncer's key for both clients: the pooler's, not a server backend's.
@@ -356,24 +386,11 @@ fn two_grants_held_at_once_show_the_pooler_hazard() {
         clause: "POOL-1".into(),
         expect: Expect::GrantedAtOnce(2),
     };
-    let marks = crate::timeline::Marks::new();
-    let logs = std::collections::BTreeMap::new();
-    let tapped = WireSetup {
-        tapped: true,
-        ..Default::default()
-    };
+    let tapped = tapped();
     let judge = |entries: &[Entry], wire: &WireSetup| {
-        let facts = Facts {
-            entries,
-            rows: &[],
-            work_read: true,
-            marks: &marks,
-            logs: &logs,
-            bounds: bounds(),
-            pooled: &NONE_POOLED,
-            wire,
-        };
-        decide_at(&ex, &facts, crate::level::Level::Process)
+        with_facts(entries, wire, |f| {
+            decide_at(&ex, f, crate::level::Level::Process)
+        })
     };
     let c = judge(&pooler("t", None), &tapped);
     assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
@@ -400,7 +417,6 @@ fn two_grants_held_at_once_show_the_pooler_hazard() {
 /// was granted overlaps it past 2T + one tick.
 #[test]
 fn grants_held_at_once_past_the_overlap_bound_fail_dem_3() {
-    use crate::check::expect::{Facts, NONE_POOLED};
     let handover = |a_closes: f64| {
         let mut h = History::default();
         h.open(0.0, "a", 1, 10);
@@ -413,24 +429,11 @@ fn grants_held_at_once_past_the_overlap_bound_fail_dem_3() {
         h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
         h.entries
     };
-    let marks = crate::timeline::Marks::new();
-    let logs = std::collections::BTreeMap::new();
-    let tapped = WireSetup {
-        tapped: true,
-        ..Default::default()
-    };
+    let tapped = tapped();
     let judge = |entries: &[Entry], wire: &WireSetup| {
-        let facts = Facts {
-            entries,
-            rows: &[],
-            work_read: true,
-            marks: &marks,
-            logs: &logs,
-            bounds: bounds(),
-            pooled: &NONE_POOLED,
-            wire,
-        };
-        crate::check::overlap_seen_from_outside(&facts, crate::level::Level::Process)
+        with_facts(entries, wire, |f| {
+            crate::check::overlap_seen_from_outside(f, crate::level::Level::Process)
+        })
     };
     let c = judge(&handover(900.0), &tapped);
     assert_eq!(c.name, "overlap of two grants on the wire");
