@@ -88,7 +88,9 @@ pub struct Config {
     /// later. Costs one more backend per standby, held for as long as it stands by, and one
     /// round trip per handover; each check still runs every T, so a lost wake-up costs only
     /// speed. Not behind a transaction-mode pooler: the queued statement holds a server
-    /// connection of the pooler's for as long as it waits. Default: `false` (the spec's polling).
+    /// connection of the pooler's for as long as it waits; where the shared-session guard
+    /// ([`Config::detect_shared_session`]) sees such a pooler, waking is turned off for good,
+    /// with one WARN line. Default: `false` (the spec's polling).
     pub wake: bool,
 }
 

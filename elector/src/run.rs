@@ -45,11 +45,16 @@ impl Elector {
         // row broke before their grant.
         let mut waiter: Option<Waiter> = None;
         let mut broken = Broken::default();
+        // X-WAKE's queued attempt, until a check meets a shared session (see `refuse_wake`).
+        let mut waking = inner.waiting.clone();
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
                 granted = Waiter::granted(&mut waiter) => {
+                    if matches!(granted, Err(Error::SharedSession)) {
+                        refuse_wake(&mut waking);
+                    }
                     held = woken(inner, granted, &mut broken);
                     continue;
                 }
@@ -59,7 +64,12 @@ impl Elector {
                 None => tokio::select! {
                     biased;
                     () = shutdown.cancelled() => break,
-                    session = standby_check(inner) => session,
+                    checked = standby_check(inner) => checked.unwrap_or_else(|e| {
+                        if matches!(e, Error::SharedSession) {
+                            refuse_wake(&mut waking);
+                        }
+                        None
+                    }),
                 },
                 Some(session) => match leader_check(&session, &shutdown).await {
                     Checked::Passed => Some(session),
@@ -74,12 +84,12 @@ impl Elector {
                 },
             };
             // A leader needs no queued session (dropping it ends it); a standby keeps one.
-            match (&held, &inner.waiting) {
+            match (&held, &waking) {
                 (None, Some(statement)) if waiter.is_none() => {
-                    waiter = Some(Waiter::start(inner, statement.clone()));
+                    waiter = Some(Waiter::start(inner, statement));
                     broken.since = tokio::time::Instant::now();
                 }
-                (Some(_), _) => waiter = None,
+                (Some(_), _) | (None, None) => waiter = None,
                 _ => {}
             }
         }
@@ -146,6 +156,21 @@ fn woken(
     }
 }
 
+/// X-WAKE where the shared-session guard answered `shared` (a transaction-mode pooler hands the
+/// elector's statements to server sessions other clients use): waking is off for good, said
+/// once at WARN. A queued attempt there would hold one of the pooler's server sessions for as
+/// long as it waits, and its grant would land on a session other clients then share; the checks
+/// every T go on (and the guard keeps refusing to lead on a shared session).
+fn refuse_wake(waking: &mut Option<Arc<str>>) {
+    if waking.take().is_some() {
+        tracing::warn!(
+            "background leader: waking is off: {}; a queued attempt would hold a server \
+             session of the pooler for as long as it waits, so the standby checks every T only",
+            Error::SharedSession
+        );
+    }
+}
+
 /// How a leader's check ended.
 enum Checked {
     Passed,
@@ -189,13 +214,15 @@ impl Drop for Running {
 
 /// A standby's check (RUN-1..RUN-4): one attempt on a borrowed connection, bounded by T; on a
 /// grant, the bound and then the term. Its outcome goes to the leadership watch.
-async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
+/// A failed check (logged at WARN and published here) comes back as the error, for the caller
+/// to learn from (X-WAKE is refused on a shared session).
+async fn standby_check(inner: &Arc<Inner>) -> Result<Option<LockSession>, Error> {
     let failed = match try_lock(inner).await {
-        Ok(Some(grant)) => return Some(lead(inner, grant)),
+        Ok(Some(grant)) => return Ok(Some(lead(inner, grant))),
         Ok(None) => {
             tracing::debug!("background leader lock held elsewhere");
             inner.leadership.checked(CheckOutcome::Refused);
-            return None;
+            return Ok(None);
         }
         Err(e) => e,
     };
@@ -203,7 +230,7 @@ async fn standby_check(inner: &Arc<Inner>) -> Option<LockSession> {
     inner.leadership.checked(CheckOutcome::Failed {
         error: failed.to_string(),
     });
-    None
+    Err(failed)
 }
 
 /// RUN-3: a grant begins a term.

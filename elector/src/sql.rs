@@ -263,19 +263,36 @@ pub fn waiter_settings(wait_ms: u32) -> String {
     format!("SET lock_timeout = {wait_ms}; SET statement_timeout = 0")
 }
 
+/// X-WAKE: the comment a queued attempt begins with, naming its waiter by `tag` (a random number
+/// each waiter draws): the attempt's own text, which `pg_stat_activity.query` shows for as long
+/// as it waits, is how [`end_waiter`] finds it.
+fn waiter_comment(tag: u64) -> String {
+    format!("/* plexsphere background leader waiter {tag:016x} */")
+}
+
+/// X-WAKE: `statement` (a [`wait_lock`]) as the waiter tagged `tag` sends it.
+pub fn tagged_wait(tag: u64, statement: &str) -> String {
+    format!("{} {statement}", waiter_comment(tag))
+}
+
 /// X-WAKE: ends a standby's queued attempt that its elector gave up (it led by polling, it
 /// shut down): a session that waits in the lock queue does not notice its client's close
-/// before it is granted, so the elector ends it by its pid (a backend of its own role).
+/// before it is granted, so the elector ends it (a backend of its own role).
 ///
-/// The pid was learned in a statement of its own, before the session queued: behind a pooler,
-/// or once that backend ended and its pid was handed out again, it may name another client's
-/// session, or the leader's lock session. So the backend is ended only while `pg_locks` shows it
-/// waiting on the key; any other is left alone.
-pub fn end_waiter(backend_pid: i32) -> String {
+/// The backend is found by the attempt it runs ([`tagged_wait`]), not by a pid learned in a
+/// statement of its own: behind a pooler, or once that backend ended and its pid was handed out
+/// again, such a pid may name another client's session, or another standby's queued one. Only
+/// a backend that runs the tagged attempt and waits on the key is ended; any other is left
+/// alone. (It needs `track_activities`, on by default; with it off, nothing is ended and a
+/// given-up attempt lasts until it is granted, when its closed socket ends it.)
+pub fn end_waiter(tag: u64) -> String {
     format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE pid = {backend_pid} \
-         AND locktype = 'advisory' AND classid = 1886156915 AND objid = 1 AND objsubid = 2 \
-         AND NOT granted"
+        "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a \
+         WHERE a.pid <> pg_backend_pid() AND a.state = 'active' \
+         AND starts_with(a.query, '{}') AND a.pid IN (SELECT l.pid FROM pg_locks l \
+         WHERE l.locktype = 'advisory' AND l.classid = 1886156915 AND l.objid = 1 \
+         AND l.objsubid = 2 AND NOT l.granted)",
+        waiter_comment(tag)
     )
 }
 

@@ -13,9 +13,14 @@
 //!
 //! | stage | type | dropped before its grant |
 //! |---|---|---|
-//! | a session queued on the key | [`Waiter`] | the task aborted, the connection closed, and the waiting backend ended by its pid |
+//! | a session queued on the key | [`Waiter`] | the task aborted, the connection closed, and the backend running its tagged attempt ended |
+//!
+//! Where the shared-session guard sees the session shared with another client (a
+//! transaction-mode pooler), waking is turned off for good (see `Elector::run`): a queued
+//! attempt there would hold one of the pooler's server sessions for as long as it waits and be
+//! granted on a session other clients share.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
@@ -23,26 +28,27 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::attempt::{answer, Answer};
 use crate::elector::Inner;
-use crate::session::{first_value, query, Grant, Loan};
+use crate::session::{query, Grant, Loan};
 use crate::{sql, Error};
 
 /// A standby's session waiting in the lock queue (X-WAKE), or on its way there.
 pub(crate) struct Waiter {
     task: Option<AbortOnDropHandle<Result<Grant, Error>>>,
-    /// The waiting backend's pid, once the session answered it.
-    backend_pid: Arc<OnceLock<i32>>,
+    /// The number its queued attempt is tagged with ([`sql::tagged_wait`]), by which a
+    /// given-up attempt is found and ended ([`sql::end_waiter`]).
+    tag: u64,
     inner: Arc<Inner>,
 }
 
 impl Waiter {
     /// Queues a session of its own on the key (a connection borrowed from the pool and detached
     /// from it, so the pool's size is not held up by a wait that may last for hours).
-    pub(crate) fn start(inner: &Arc<Inner>, statement: Arc<str>) -> Self {
-        let backend_pid = Arc::new(OnceLock::new());
-        let task = tokio::spawn(queue(inner.clone(), statement, backend_pid.clone()));
+    pub(crate) fn start(inner: &Arc<Inner>, statement: &str) -> Self {
+        let tag = fastrand::u64(..);
+        let task = tokio::spawn(queue(inner.clone(), sql::tagged_wait(tag, statement)));
         Self {
             task: Some(AbortOnDropHandle::new(task)),
-            backend_pid,
+            tag,
             inner: inner.clone(),
         }
     }
@@ -66,56 +72,42 @@ impl Waiter {
 impl Drop for Waiter {
     /// Given up before its grant (the elector led by a check, shut down, or was dropped): the
     /// task is aborted, which closes the connection; a backend waiting in the lock queue does
-    /// not notice the close until it is granted, so it is ended by its pid on a pooled
-    /// connection, in the background, within T.
+    /// not notice the close until it is granted, so the backend running its tagged attempt is
+    /// ended on a pooled connection, in the background, within T.
     fn drop(&mut self) {
         let Some(task) = self.task.take() else {
             return;
         };
         drop(task);
-        let (Some(&pid), Ok(runtime)) = (
-            self.backend_pid.get(),
-            tokio::runtime::Handle::try_current(),
-        ) else {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let inner = self.inner.clone();
+        let (inner, tag) = (self.inner.clone(), self.tag);
         runtime.spawn(async move {
             let t = inner.interval;
             let ended = async {
                 let loan = Loan::borrow(&inner.pool, t).await?;
-                loan.query(&sql::end_waiter(pid), t).await?;
+                loan.query(&sql::end_waiter(tag), t).await?;
                 loan.give_back();
                 Ok::<_, Error>(())
             };
             if let Err(e) = ended.await {
-                tracing::debug!(backend_pid = pid, error = %e,
+                tracing::debug!(waiter = format!("{tag:016x}"), error = %e,
                     "background leader: could not end the queued session; it ends when granted");
             }
         });
     }
 }
 
-/// The waiter's task: borrow and detach a session, learn its pid, bound its snapshot's age
+/// The waiter's task: borrow and detach a session, bound its snapshot's age
 /// ([`sql::waiter_settings`]), send the queued attempt (again every T), and on its grant
 /// confirm the lease with one check.
-async fn queue(
-    inner: Arc<Inner>,
-    statement: Arc<str>,
-    backend_pid: Arc<OnceLock<i32>>,
-) -> Result<Grant, Error> {
+async fn queue(inner: Arc<Inner>, statement: String) -> Result<Grant, Error> {
     let t = inner.interval;
     let client = Loan::borrow(&inner.pool, t).await?.detach()?;
-    let pid = first_value(&query(&client, sql::PING_SESSION, t).await?);
-    let pid = (pid.as_deref().and_then(|p| p.parse::<i32>().ok()))
-        .ok_or_else(|| Error::Protocol(format!("{pid:?} to the queued session's pid")))?;
-    let _ = backend_pid.set(pid);
     let wait_ms = u32::try_from(t.as_millis()).unwrap_or(u32::MAX).max(1);
     query(&client, &sql::waiter_settings(wait_ms), t).await?;
-    tracing::debug!(
-        backend_pid = pid,
-        "background leader: a session queued on the lock"
-    );
+    tracing::debug!("background leader: a session queued on the lock");
     // Given up after T (`lock_timeout`) and sent again at once: the snapshot it holds is never
     // older than T.
     let (messages, sent) = loop {
@@ -126,10 +118,7 @@ async fn queue(
             Err(e) => return Err(e.into()),
         }
     };
-    tracing::debug!(
-        backend_pid = pid,
-        "background leader: the queued session was answered"
-    );
+    tracing::debug!("background leader: the queued session was answered");
     match answer(&inner, &messages)? {
         Answer::Granted {
             pid: granted,

@@ -21,6 +21,9 @@ const PGBOUNCER_DEFAULT_POOL_SIZE: u32 = 20;
 /// The guard's error, from the crate's docs of `Error::SharedSession` (the text a user sees).
 const SHARED: &str = "shared with another client";
 
+/// The line that turns X-WAKE off where the guard saw a shared session.
+const WAKE_REFUSED: &str = "background leader: waking is off";
+
 /// A server behind PgBouncer in transaction mode.
 struct Bounced {
     pg: Pg,
@@ -46,9 +49,14 @@ impl Bounced {
 
     /// An elector named `app` through the pooler, with the defaults (the guard on).
     async fn elector(&self, app: &str) -> Elector {
+        self.elector_with(app, |c| c).await
+    }
+
+    /// An elector named `app` through the pooler, with `configure` applied to the defaults.
+    async fn elector_with(&self, app: &str, configure: impl FnOnce(Config) -> Config) -> Elector {
         let pool = pool_for(&self.url, app, 4, Default::default());
         drop(pool.get().await.expect("a first pooled connection"));
-        Elector::new(Config::new(pool).check_interval(T)).expect("elector")
+        Elector::new(configure(Config::new(pool).check_interval(T))).expect("elector")
     }
 }
 
@@ -171,6 +179,46 @@ async fn at_pgbouncers_default_pool_size_no_two_replicas_lead_at_once() {
         !lost.is_empty() && lost.iter().all(|e| e.message.contains(SHARED)),
         "the leader did not demote with the guard's error: {lost:#?}"
     );
+    for (stop, run) in running {
+        halt(stop, run).await;
+    }
+}
+
+/// X-WAKE where the guard sees a shared session (issue 35, item 2): behind a transaction-mode
+/// pooler a queued attempt would hold one of the pooler's server sessions for as long as it
+/// waits, be granted on a session other clients then share (the pooler hazard), and be given
+/// up by a statement that may run on any server session. So the first check or queued attempt
+/// that the guard answers `shared` turns waking off for good, with one WARN line that says why;
+/// the checks every T go on. Before, each standby check queued a new session, the guard refused
+/// it at once, and the standby logged "the queued attempt keeps failing" every T.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waking_is_refused_where_the_guard_sees_a_shared_session() {
+    let logs = Logs::capture_global();
+    let bounced = Bounced::start(PGBOUNCER_DEFAULT_POOL_SIZE).await;
+    let observer = bounced.pg.observer().await;
+    // b alone wakes: each waking elector says it once, and the guard may demote a (its check
+    // landing on another server session), so that b leads and a checks.
+    let a = bounced.elector("a").await;
+    let b = bounced.elector_with("wake-b", |c| c.wake(true)).await;
+    let running = [lead(&a).await, spawn_run(&b)];
+    tokio::time::sleep(8 * T).await;
+    let refused = logs.matching(WAKE_REFUSED);
+    assert!(
+        refused.len() == 1 && refused[0].message.contains(SHARED),
+        "one WARN line turning waking off, with the guard's error: {refused:#?}"
+    );
+    let churn = logs.matching("background leader: the queued attempt keeps failing");
+    assert!(churn.is_empty(), "queued attempts kept failing: {churn:#?}");
+    let queued: i64 = observer
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
+             AND objid = 1 AND objsubid = 2 AND NOT granted",
+            &[],
+        )
+        .await
+        .expect("pg_locks")
+        .get(0);
+    assert_eq!(queued, 0, "a session is still queued on the key");
     for (stop, run) in running {
         halt(stop, run).await;
     }

@@ -271,62 +271,68 @@ async fn database_timeouts_do_not_cancel_the_queued_attempt() {
     halt(a.0, a.1).await;
 }
 
-/// X-WAKE gives a queued session up by its pid (`sql::end_waiter`), which it learned in a
-/// statement of its own: behind a pooler, or once that backend ended and its pid was handed
-/// out again, that pid may be another client's session, or the leader's lock session. The
-/// statement ends a backend only while it waits on the key: an idle session, and the leader's
-/// lock session, survive it; the queued one does not.
+/// X-WAKE gives a queued session up by the statement it runs (`sql::end_waiter`): the queued
+/// attempt begins with a comment naming its waiter (`sql::tagged_wait`), and the statement ends
+/// only a backend that runs that very attempt and waits on the key. Before, the waiter's pid was
+/// learned in a statement of its own, which behind a pooler (or once the pid was handed out
+/// again) may name another client's session. Here two sessions of the application role wait on
+/// the key, each in its own tagged attempt: ending one leaves the other waiting, and leaves the
+/// leader's lock session and an idle session alone.
 #[tokio::test]
-async fn giving_a_queued_session_up_ends_nothing_but_a_waiter_on_the_key() {
+async fn giving_a_queued_session_up_ends_that_attempt_and_no_other_waiter() {
     let pg = Pg::start().await;
-    let (observer, electors, running) = a_leads_b_queues(&pg).await;
-    let bystander = pg.observer().await;
-    let bystander_pid: i32 = bystander
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .expect("pid")
-        .get(0);
-    let leader_pid = pid_on_key(&observer, true).await;
-    for pid in [bystander_pid, leader_pid] {
-        observer
-            .batch_execute(&elector::sql::end_waiter(pid))
+    let observer = pg.observer().await;
+    let a = waking(&pg, "wake-a").await;
+    let running = lead(&a).await;
+    let attempt = elector::sql::wait_lock(800, true, None);
+    let (ours, theirs) = (0x0123_4567_89ab_cdef_u64, 0xfedc_ba98_7654_3210_u64);
+    let mut waiting = Vec::new();
+    for tag in [ours, theirs] {
+        let (client, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
             .await
-            .expect("end_waiter runs");
+            .expect("an application session");
+        tokio::spawn(conn);
+        let statement = elector::sql::tagged_wait(tag, &attempt);
+        waiting.push(tokio::spawn(async move {
+            let answer = client.simple_query(&statement).await.map(drop);
+            (answer, client)
+        }));
     }
-    bystander
-        .query_one("SELECT 1", &[])
+    let start = Instant::now();
+    while queued(&observer).await < 2 {
+        assert!(start.elapsed() < T_WAKE, "two attempts queued on the key");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let bystander = pg.observer().await;
+    let leader_pid = pid_on_key(&observer, true).await;
+    observer
+        .batch_execute(&elector::sql::end_waiter(ours))
         .await
-        .expect("the bystander's session was ended");
+        .expect("end_waiter runs");
+    let (ended, _) = tokio::time::timeout(T_WAKE, waiting.remove(0))
+        .await
+        .expect("the tagged attempt was not ended within T")
+        .expect("its task");
+    assert!(ended.is_err(), "the ended attempt answered {ended:?}");
     tokio::time::sleep(T_WAKE / 10).await;
+    assert_eq!(
+        queued(&observer).await,
+        1,
+        "the other attempt was ended too"
+    );
     assert_eq!(
         pid_on_key(&observer, true).await,
         leader_pid,
         "the lock session was ended"
     );
-    assert!(electors[0].is_leader());
-    let waiter = pid_on_key(&observer, false).await;
+    bystander
+        .query_one("SELECT 1", &[])
+        .await
+        .expect("the idle session was ended");
+    assert!(a.is_leader());
     observer
-        .batch_execute(&elector::sql::end_waiter(waiter))
+        .batch_execute(&elector::sql::end_waiter(theirs))
         .await
         .expect("end_waiter runs");
-    // pg_terminate_backend signals; the backend ends a moment later.
-    let start = Instant::now();
-    loop {
-        let alive: i64 = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
-                &[&waiter],
-            )
-            .await
-            .expect("pg_stat_activity")
-            .get(0);
-        if alive == 0 {
-            break;
-        }
-        assert!(start.elapsed() < T_WAKE, "the queued session still runs");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let [a, b] = running;
-    halt(b.0, b.1).await;
-    halt(a.0, a.1).await;
+    halt(running.0, running.1).await;
 }
