@@ -152,7 +152,10 @@ pub struct Offer {
     pub level: Level,
     /// Whether it is the harness's own replica.
     pub ours: bool,
-    /// Its declared features (the harness's own replica: every one).
+    /// Its declared features (the harness's own replica: every one, so where `ours` is set
+    /// every feature is here: [`Program::offer`](crate::replica::program::Program::offer) and
+    /// [`Scenario::observes`](crate::scenario::Scenario::observes) build it so, and
+    /// [`Need::met_by`] reads a feature here alone).
     pub features: std::collections::BTreeSet<Feature>,
 }
 
@@ -203,7 +206,7 @@ impl Need {
         match self {
             Need::Level(l) => l <= offer.level,
             Need::OwnReplica => offer.ours,
-            Need::Feature(f) => offer.ours || offer.features.contains(&f),
+            Need::Feature(f) => offer.features.contains(&f),
             Need::InProcess => false,
             Need::Postgres(_) | Need::Wire | Need::Setup => true,
         }

@@ -15,12 +15,14 @@ use crate::fault::Verb;
 use crate::level::{Level, Need};
 use crate::timeline::{fault_spans, Entry, What};
 use history::RowIs;
+use wire::model::WireModel;
 
 pub mod expect;
 pub mod history;
 pub mod leadership;
 pub mod measure;
 pub mod outside;
+mod overlap;
 pub mod probes;
 pub mod spans;
 pub mod steady;
@@ -34,6 +36,7 @@ pub use work::{work_only_from_leader, work_only_from_leader_at, FenceTally, Work
 
 pub use expect::{Expectation, Facts};
 pub use measure::{Measure, Unit, Window, Worse};
+pub use overlap::{overlap_bound, overlap_seen_from_outside, overlaps};
 
 /// A checker's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,10 +276,12 @@ pub fn scenario(
             needs: None,
         });
     }
+    // What the replicas said on the wire, read once for every check that reads it.
+    let model = WireModel::of(facts.entries);
     let observe = |(needs, c): (Level, Check)| observed(level, needs, c);
     match invariants {
-        Invariants::All => checks.extend(continuous(facts, level).into_iter().map(observe)),
-        Invariants::Safety => checks.extend(safety(facts, level).into_iter().map(observe)),
+        Invariants::All => checks.extend(continuous(facts, &model, level).into_iter().map(observe)),
+        Invariants::Safety => checks.extend(safety(facts, &model, level).into_iter().map(observe)),
         Invariants::None => {}
     }
     // Boot and readiness shape hold in every scenario whose replicas run an elector; they are
@@ -294,7 +299,7 @@ pub fn scenario(
         observed(
             level,
             ex.expect.needs(),
-            expect::decide_at(ex, facts, level),
+            expect::decide_at(ex, facts, &model, level),
         )
     }));
     checks
@@ -320,8 +325,8 @@ fn observed(level: Level, needs: Level, c: Check) -> Check {
 }
 
 /// The safety properties: the gauge sum, one granted lock row, the overlap of two leaders.
-/// Each with the contract level its observations need.
-fn safety(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
+/// Each with the contract level its observations need; `model` is the wire of `facts.entries`.
+fn safety(facts: &Facts, model: &WireModel, level: Level) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     let mut checks = vec![
         (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
@@ -329,15 +334,19 @@ fn safety(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
         (Level::Events, overlap_bound(entries, end_ms, b)),
     ];
     if level < Level::Events {
-        checks.push((Level::Process, overlap_seen_from_outside(facts, level)));
+        checks.push((
+            Level::Process,
+            overlap_seen_from_outside(facts, model, level),
+        ));
     }
     checks
 }
 
 /// The continuous invariants: gauge sum, one lock row, gauge = pg_locks, overlap, the lock rows
 /// against the terms ([`history`]), and leader-only work where leader-only loops wrote rows.
-/// Each with the contract level its observations need (the terms come from the event stream).
-fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
+/// Each with the contract level its observations need (the terms come from the event stream);
+/// `model` is the wire of `facts.entries`.
+fn continuous(facts: &Facts, model: &WireModel, level: Level) -> Vec<(Level, Check)> {
     let (entries, end_ms, b) = (facts.entries, facts.end_ms(), &facts.bounds);
     let mut checks = vec![
         (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
@@ -349,7 +358,10 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
         (Level::Events, history::rows_belong_to_terms(entries, b)),
     ];
     if level < Level::Events {
-        checks.push((Level::Process, overlap_seen_from_outside(facts, level)));
+        checks.push((
+            Level::Process,
+            overlap_seen_from_outside(facts, model, level),
+        ));
     }
     // Where no term ended, or no unlock was reported, these have nothing to decide (without
     // the event stream they cannot know, and say which level would).
@@ -368,14 +380,14 @@ fn continuous(facts: &Facts, level: Level) -> Vec<(Level, Check)> {
     // what decides each clause) each says it could decide.
     let has_wire = (entries.iter()).any(|e| matches!(e.what, What::Wire { .. }));
     checks.extend(
-        (wire::checks(entries, b, facts.wire).into_iter())
+        (wire::checks(entries, model, b, facts.wire).into_iter())
             .filter(|c| c.verdict != Verdict::Unknown || c.needs.is_some() || !has_wire)
             .map(|c| (Level::Process, c)),
     );
     if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
         checks.push((
             Level::Work,
-            work_only_from_leader_at(entries, facts.rows, end_ms, b, facts.pooled, level),
+            work_only_from_leader_at(entries, model, facts.rows, end_ms, b, facts.pooled, level),
         ));
     } else if level >= Level::Work && facts.work_read {
         checks.extend(no_work_from_a_leader(entries, end_ms, b, level).map(|c| (Level::Work, c)));
@@ -419,106 +431,6 @@ fn no_work_from_a_leader(
         )
         .figure("rows", "0".into())
     })
-}
-
-/// Intervals where two or more replicas believe they lead, with their lengths.
-pub fn overlaps(spans: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<(f64, f64)> {
-    let mut edges: Vec<(f64, i32)> = spans
-        .values()
-        .flatten()
-        .flat_map(|(s, e)| [(*s, 1), (*e, -1)])
-        .collect();
-    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut depth, mut start, mut out) = (0, 0.0, Vec::new());
-    for (t, d) in edges {
-        let before = depth;
-        depth += d;
-        if before < 2 && depth >= 2 {
-            start = t;
-        } else if before >= 2 && depth < 2 && t > start {
-            out.push((start, t));
-        }
-    }
-    out
-}
-
-/// DEM-3 and MET-1: the measured overlap of two leaders never exceeds 2·T + one tick.
-pub fn overlap_bound(entries: &[Entry], end_ms: f64, b: &Bounds) -> Check {
-    let spans = leadership_spans(entries, end_ms);
-    // With the event stream, no term at all is no overlap.
-    let c = overlap_of("overlap of two leaders", &spans, 0.0, b);
-    match c.verdict {
-        Verdict::Unknown => Check {
-            verdict: Verdict::Valid,
-            ..c
-        },
-        _ => c,
-    }
-}
-
-/// DEM-3 below level 3, where no event says when a term began or ended: at level 0 each
-/// replica leads, as its wire shows, from a lock call answered granted until it closes that
-/// connection or unlocks ([`wire::model::grant_spans`]: a replica that holds its lock connection
-/// after it lost the lock overlaps the next leader); at levels 1 and 2, while its gauge says 1
-/// ([`outside::gauge_spans`], which start up to one sampling period early, allowed).
-pub fn overlap_seen_from_outside(facts: &Facts, level: Level) -> Check {
-    let b = &facts.bounds;
-    let until = wire::model::sampled_until(facts.entries);
-    if level >= Level::Metrics {
-        // A span still open when sampling stopped ends there, as far as anyone saw.
-        let mut spans = outside::gauge_spans(facts.entries, b);
-        for (_, e) in spans.values_mut().flatten() {
-            *e = e.min(until);
-        }
-        return overlap_of("overlap of two gauges", &spans, ms_of(b.sample), b);
-    }
-    let conns = wire::model::conversations(facts.entries);
-    let spans = wire::model::grant_spans(&conns, until);
-    let c = overlap_of("overlap of two grants on the wire", &spans, 0.0, b);
-    if facts.wire.tapped {
-        c
-    } else {
-        wire::untapped(c)
-    }
-}
-
-/// The overlaps of `spans` (by replica) held to 2·T + one tick, plus the slack and `error_ms`
-/// (how early a span may have been seen to start).
-fn overlap_of(
-    name: &str,
-    spans: &BTreeMap<String, Vec<(f64, f64)>>,
-    error_ms: f64,
-    b: &Bounds,
-) -> Check {
-    let found = overlaps(spans);
-    let longest = found.iter().map(|(s, e)| e - s).fold(0.0, f64::max);
-    let bound = ms_of(b.max_overlap() + b.slack) + error_ms;
-    let led = spans.values().map(Vec::len).sum::<usize>();
-    Check::new(
-        name,
-        &["DEM-3"],
-        verdict_of(led, longest <= bound),
-        format!(
-            "{} overlap(s), longest {} (bound 2T + tick = {} + {:?} slack{})",
-            found.len(),
-            in_t(longest, b.t),
-            in_t(ms_of(b.max_overlap()), b.t),
-            b.slack,
-            if error_ms > 0.0 {
-                format!(" + {} sampling", in_t(error_ms, b.t))
-            } else {
-                String::new()
-            }
-        ),
-    )
-    .figure("overlaps", found.len().to_string())
-    .figure("max overlap", in_t(longest, b.t))
-    .measure(longest_within(
-        "longest overlap",
-        &found,
-        ms_of(b.max_overlap()),
-        b,
-    ))
 }
 
 /// MET-1: the gauge sum is never above 2, and 2 only inside an overlap window: each replica

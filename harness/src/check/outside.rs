@@ -143,7 +143,17 @@ mod tests {
     }
 
     fn verdict(entries: &[Entry], rows: &[WorkRow], level: Level) -> Verdict {
-        work_only_from_leader_at(entries, rows, 2000.0, &bounds(), &BTreeSet::new(), level).verdict
+        let model = crate::check::wire::model::WireModel::of(entries);
+        work_only_from_leader_at(
+            entries,
+            &model,
+            rows,
+            2000.0,
+            &bounds(),
+            &BTreeSet::new(),
+            level,
+        )
+        .verdict
     }
 
     #[test]

@@ -212,9 +212,9 @@ fn unlanded_inserts(conns: &[wire::model::Conn]) -> Vec<(&str, f64)> {
 fn granted_on_the_wire(
     spans: &mut BTreeMap<String, Vec<(f64, f64)>>,
     entries: &[Entry],
-    conns: &[wire::model::Conn],
+    model: &wire::model::WireModel,
 ) {
-    let sessions = wire::model::lock_sessions(entries, conns);
+    let (conns, sessions) = (&model.conns, &model.sessions);
     for e in entries {
         let What::Replica {
             replica,
@@ -247,14 +247,16 @@ pub fn work_only_from_leader(
     b: &Bounds,
     pooled: &BTreeSet<String>,
 ) -> Check {
-    work_only_from_leader_at(entries, rows, end_ms, b, pooled, Level::Events)
+    let model = wire::model::WireModel::of(entries);
+    work_only_from_leader_at(entries, &model, rows, end_ms, b, pooled, Level::Events)
 }
 
 /// [`work_only_from_leader`] for a program at `level`: below level 3 nobody reports when it
 /// led, so each writer's spans are those its gauge showed ([`outside::gauge_spans`], widened
-/// by one sampling period at their start).
+/// by one sampling period at their start). `model` is the wire of `entries`.
 pub fn work_only_from_leader_at(
     entries: &[Entry],
+    model: &wire::model::WireModel,
     rows: &[WorkRow],
     end_ms: f64,
     b: &Bounds,
@@ -262,11 +264,11 @@ pub fn work_only_from_leader_at(
     level: Level,
 ) -> Check {
     let faults = fault_spans(entries);
-    let conns = wire::model::conversations(entries);
+    let conns = &model.conns;
     let spans = if level >= Level::Events {
         let mut spans = leadership_spans(entries, end_ms);
         acquired_before_a_freeze(&mut spans, &faults, history::report_lag_ms(b));
-        granted_on_the_wire(&mut spans, entries, &conns);
+        granted_on_the_wire(&mut spans, entries, model);
         spans
     } else {
         outside::gauge_spans(entries, b)
@@ -297,7 +299,7 @@ pub fn work_only_from_leader_at(
         // A row that landed outside its writer's terms: held in transit if its INSERT left the
         // writer while it led (the wire says when; without a journal, a fault that could
         // have held it must be on its link or, behind a pooler, the server's).
-        let sent = sent_on_the_wire(row, &conns, slack);
+        let sent = sent_on_the_wire(row, conns, slack);
         let held_in_transit = match sent {
             Some(sent) => led_at(&row.replica, sent),
             None => held_by_its_link(row, &spans, &faults, b, pooled.contains(&row.replica)),
@@ -316,7 +318,7 @@ pub fn work_only_from_leader_at(
     }
     // A write a non-leader sent is the violation, whether or not it landed: the wire shows
     // those that never did (refused, or given up on behind a fault).
-    for (replica, sent) in unlanded_inserts(&conns) {
+    for (replica, sent) in unlanded_inserts(conns) {
         if !led_at(replica, sent) && !in_overlap(sent) {
             bad.push(format!(
                 "an INSERT into leader_work by {replica} sent at {sent:.0} ms, outside its terms \

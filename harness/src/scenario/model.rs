@@ -122,9 +122,11 @@ impl Scenario {
     /// have.
     pub fn observes(&self, program: &Program) -> Offer {
         let level = (self.replicas.values().map(|d| d.level_with(program))).min();
-        let ours = (self.replicas.values()).all(|d| d.cmd.is_none()) && program.is_ours();
+        // Whether every replica runs the program (none has a command of its own).
+        let all_run_it = (self.replicas.values()).all(|d| d.cmd.is_none());
+        let ours = all_run_it && program.is_ours();
         let features = (Feature::ALL.into_iter())
-            .filter(|f| (self.replicas.values()).all(|d| d.cmd.is_none()) && program.has(*f))
+            .filter(|f| all_run_it && program.has(*f))
             .collect();
         Offer {
             level: level.unwrap_or(program.level()),

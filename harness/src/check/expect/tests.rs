@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::check::tests::ev;
-use crate::check::Worse;
+use crate::check::{Measure, Unit, Window, Worse};
 use crate::event::ReplicaEvent;
 use std::time::Duration;
 
@@ -27,6 +27,12 @@ fn facts<'a>(
         pooled: &NONE_POOLED,
         wire: &NO_WIRE,
     }
+}
+
+/// [`decide_at`] on `f`, with the conversations and lock sessions of its timeline (built once
+/// per run by [`crate::check::scenario`]).
+fn decide_on(ex: &Expectation, f: &Facts, level: Level) -> Check {
+    decide_at(ex, f, &WireModel::of(f.entries), level)
 }
 
 fn demoted(within: &str, replica: Who, absent: bool) -> Expectation {
@@ -86,18 +92,18 @@ fn without_events_a_demotion_is_seen_in_the_gauge_with_its_sampling_error_allowe
     ];
     let f = facts(&entries, &marks, &logs);
     let cut = || Who::Named("cut".into());
-    let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
+    let c = decide_on(&demoted("2T", cut(), false), &f, Level::Metrics);
     assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
     assert_eq!(c.figures["demoted after"], "1.50T");
     assert_eq!(c.figures["sampling error"], "0.20T", "400 - 360 ms");
     assert!(c.message.contains("seen from outside"), "{c:?}");
     // 1.5T seen, bound 1.2T + slack 0.2T + error 0.2T: inside only thanks to the error.
-    let c = decide_at(&demoted("1.2T", cut(), false), &f, Level::Metrics);
+    let c = decide_on(&demoted("1.2T", cut(), false), &f, Level::Metrics);
     assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
-    let c = decide_at(&demoted("1T", cut(), false), &f, Level::Metrics);
+    let c = decide_on(&demoted("1T", cut(), false), &f, Level::Metrics);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     // b never answered 1: a 0 is no demotion. The event stream, asked for, has none.
-    let c = decide_at(&demoted("2T", Who::Other, false), &f, Level::Metrics);
+    let c = decide_on(&demoted("2T", Who::Other, false), &f, Level::Metrics);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     let c = decide(&demoted("2T", cut(), false), &f);
     assert_eq!(
@@ -111,7 +117,7 @@ fn without_events_a_demotion_is_seen_in_the_gauge_with_its_sampling_error_allowe
         gauges(400.0, 390.0, None, Some(0)),
     ];
     let f = facts(&frozen, &marks, &logs);
-    let c = decide_at(&demoted("2T", cut(), false), &f, Level::Metrics);
+    let c = decide_on(&demoted("2T", cut(), false), &f, Level::Metrics);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
 }
 
@@ -147,10 +153,10 @@ fn a_lock_released_is_the_steps_session_losing_its_row() {
             absent: false,
         },
     };
-    let c = decide_at(&released("2.5T"), &f, Level::Process);
+    let c = decide_on(&released("2.5T"), &f, Level::Process);
     assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
     assert_eq!(c.figures["lock_released after"], "2.10T", "520 - 100 ms");
-    let c = decide_at(&released("1.5T"), &f, Level::Process);
+    let c = decide_on(&released("1.5T"), &f, Level::Process);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
 }
 
@@ -192,7 +198,7 @@ fn a_session_timed_out_is_the_servers_57p05_on_the_replicas_wire() {
             wire,
             ..facts(entries, &marks, &logs)
         };
-        decide_at(&no_timeout, &f, Level::Process)
+        decide_on(&no_timeout, &f, Level::Process)
     };
     let others = [error(500.0, "a", "57P01"), error(600.0, "b", "57P05")];
     assert_eq!(judge(&others, &tapped).verdict, Verdict::Valid);
@@ -227,7 +233,7 @@ fn without_events_an_acquisition_is_a_new_holder_in_pg_locks() {
             absent: false,
         },
     };
-    let c = decide_at(&acquired(Who::Other, "5T"), &f, Level::Process);
+    let c = decide_on(&acquired(Who::Other, "5T"), &f, Level::Process);
     assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
     assert_eq!(c.figures["acquired after"], "2.00T", "seen at 500 ms");
     assert_eq!(
@@ -235,7 +241,7 @@ fn without_events_an_acquisition_is_a_new_holder_in_pg_locks() {
         "since the sample at 300 ms"
     );
     // a held it all along: not a new acquisition after the cut.
-    let c = decide_at(
+    let c = decide_on(
         &acquired(Who::Named("cut".into()), "5T"),
         &f,
         Level::Process,
@@ -550,7 +556,7 @@ fn at_level_0_a_demotion_is_the_close_of_the_lock_connection() {
             wire,
             ..facts(entries, &marks, &logs)
         };
-        decide_at(
+        decide_on(
             &demoted("2T", Who::Named("cut".into()), false),
             &f,
             Level::Process,
@@ -603,10 +609,10 @@ fn the_same_replica_granted_on_a_new_backend_has_acquired() {
         row(1_300.0, 9),
         row(1_320.0, 9),
     ];
-    let c = decide_at(&ex, &facts(&again, &marks, &logs), Level::Process);
+    let c = decide_on(&ex, &facts(&again, &marks, &logs), Level::Process);
     assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
     // The same session all along is no new grant.
     let same = [row(400.0, 7), row(480.0, 7), row(1_300.0, 7)];
-    let c = decide_at(&ex, &facts(&same, &marks, &logs), Level::Process);
+    let c = decide_on(&ex, &facts(&same, &marks, &logs), Level::Process);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
 }

@@ -71,6 +71,18 @@ impl Conn {
     pub fn open_at(&self, t_ms: f64) -> bool {
         self.opened_ms <= t_ms && self.closed.is_none_or(|(c, ..)| t_ms < c)
     }
+
+    /// When a grant by its statement `i` stopped being held, as the wire shows it: the first
+    /// of the connection's close and the answer of the first unlock sent after statement `i`
+    /// that was answered without an error (`None`: neither, held to the end). Shared by
+    /// [`lock_sessions`] and [`grants_held`].
+    pub fn grant_ended(&self, i: usize) -> Option<f64> {
+        let unlocked = (self.statements.iter().skip(i + 1))
+            .filter(|u| u.succeeded() && u.reading.as_ref().is_ok_and(Reading::unlocks))
+            .find_map(|u| u.answer.as_ref().map(|(at, _)| *at));
+        let closed = self.closed.map(|(at, ..)| at);
+        [unlocked, closed].into_iter().flatten().reduce(f64::min)
+    }
 }
 
 /// Every connection on the timeline, in the order they opened.
@@ -134,6 +146,28 @@ pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
     v
 }
 
+/// What the checks read of a run's wire, rebuilt from its timeline once for all of them
+/// ([`crate::check::scenario`] builds it; the wire checks, the expectations timed or decided on
+/// the wire, the overlap of grants and leader-only work read it): the conversations and the
+/// lock sessions. Empty where the proxies kept no journal.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WireModel {
+    /// Every connection, in the order they opened ([`conversations`]).
+    pub conns: Vec<Conn>,
+    /// The lock sessions, each naming its connection in [`WireModel::conns`]
+    /// ([`lock_sessions`]).
+    pub sessions: Vec<LockSession>,
+}
+
+impl WireModel {
+    /// The conversations and lock sessions of `entries`.
+    pub fn of(entries: &[Entry]) -> Self {
+        let conns = conversations(entries);
+        let sessions = lock_sessions(entries, &conns);
+        Self { conns, sessions }
+    }
+}
+
 /// A connection that held the lock.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LockSession {
@@ -184,14 +218,10 @@ pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
         }
     }
     // It ends at the first of: pg_locks showing it gone (up to a sampling period late), its
-    // connection closed, its release answered.
+    // connection closed, its release answered ([`Conn::grant_ended`]).
     for s in &mut sessions {
-        let c = &conns[s.conn];
-        let closed = c.closed.map(|(c, ..)| c);
-        let released = (c.statements.iter().skip(s.grant + 1))
-            .filter(|st| st.succeeded() && st.reading.as_ref().is_ok_and(Reading::unlocks))
-            .find_map(|st| st.answer.as_ref().map(|(at, _)| *at));
-        s.ended_ms = [s.ended_ms, closed, released]
+        let on_the_wire = conns[s.conn].grant_ended(s.grant);
+        s.ended_ms = [s.ended_ms, on_the_wire]
             .into_iter()
             .flatten()
             .reduce(f64::min);
@@ -257,8 +287,9 @@ pub const GRANTED: [&str; 4] = ["t", "true", "granted", "unbounded"];
 
 /// Each grant a replica held, as its wire shows it: `(replica, from, to)`, from the answer of
 /// a lock call that granted it ([`GRANTED`], first column) to the first of the connection's
-/// close and a later unlock's answer on it (`None`: held to the end). What the program
-/// believes cannot be seen here; a grant it neither closed nor gave back is one it acts on.
+/// close and a later unlock's answer on it ([`Conn::grant_ended`]; `None`: held to the end).
+/// What the program believes cannot be seen here; a grant it neither closed nor gave back is
+/// one it acts on.
 pub fn grants_held(conns: &[Conn]) -> Vec<(String, f64, Option<f64>)> {
     let mut v = Vec::new();
     for c in conns {
@@ -270,12 +301,7 @@ pub fn grants_held(conns: &[Conn]) -> Vec<(String, f64, Option<f64>)> {
             let Some((from, _)) = s.answer.as_ref().filter(|_| granted) else {
                 continue;
             };
-            let unlocked = (c.statements.iter().skip(i + 1))
-                .filter(|u| u.succeeded() && u.reading.as_ref().is_ok_and(Reading::unlocks))
-                .find_map(|u| u.answer.as_ref().map(|(at, _)| *at));
-            let closed = c.closed.map(|(at, ..)| at);
-            let to = [unlocked, closed].into_iter().flatten().reduce(f64::min);
-            v.push((c.replica.clone(), *from, to));
+            v.push((c.replica.clone(), *from, c.grant_ended(i)));
         }
     }
     v
@@ -345,24 +371,23 @@ pub fn sampled_until(entries: &[Entry]) -> f64 {
 /// (a pool closing the connection under a replica that goes on leading). A close by the
 /// kernel as the process died (a `kill` or `restart` of it, within the second after) is no
 /// demotion, nor is one in the shutdown after the run.
-pub fn lock_closes(entries: &[Entry]) -> Vec<(String, f64)> {
-    closes(entries, true)
+pub fn lock_closes(entries: &[Entry], wire: &WireModel) -> Vec<(String, f64)> {
+    closes(entries, wire, true)
 }
 
 /// Every close by a replica of a connection that held the lock, without releasing it first,
 /// away from its process's death and before the harness stops the replicas, in time order: a
 /// program that shows nothing else (contract level 0) has ended its term there, whether or not
 /// it leads again (one that goes on as leader without its lock session fails SESS-1).
-pub fn lock_connection_closes(entries: &[Entry]) -> Vec<(String, f64)> {
-    closes(entries, false)
+pub fn lock_connection_closes(entries: &[Entry], wire: &WireModel) -> Vec<(String, f64)> {
+    closes(entries, wire, false)
 }
 
 /// [`lock_closes`] (`then_led`: only those after which the replica took the lock again) or
-/// [`lock_connection_closes`].
-fn closes(entries: &[Entry], then_led: bool) -> Vec<(String, f64)> {
-    let conns = conversations(entries);
+/// [`lock_connection_closes`], over `wire`, the model of `entries`.
+fn closes(entries: &[Entry], wire: &WireModel, then_led: bool) -> Vec<(String, f64)> {
+    let (conns, sessions) = (&wire.conns, &wire.sessions);
     let until = sampled_until(entries);
-    let sessions = lock_sessions(entries, &conns);
     let next_term = |r: &str, after: f64| {
         !then_led
             || sessions

@@ -3,6 +3,7 @@
 
 use wiretap::{Closer, Outcome, WireEvent};
 
+use super::model::WireModel;
 use super::{checks, WireSetup};
 use crate::check::tests::bounds;
 use crate::check::{Check, Verdict};
@@ -133,7 +134,8 @@ impl History {
             tapped: true,
             ..WireSetup::default()
         };
-        (checks(&self.entries, &bounds(), &setup).into_iter())
+        let model = WireModel::of(&self.entries);
+        (checks(&self.entries, &model, &bounds(), &setup).into_iter())
             .find(|c| c.name == name)
             .unwrap_or_else(|| panic!("no check {name}"))
     }
@@ -335,17 +337,18 @@ fn tapped() -> WireSetup {
     }
 }
 
-/// `decide` on the facts of `entries` alone (no rows, marks or logs), with `wire`.
+/// `decide` on the facts of `entries` alone (no rows, marks or logs), with `wire`, and the
+/// conversations and lock sessions of `entries`.
 fn with_facts<T>(
     entries: &[Entry],
     wire: &WireSetup,
-    decide: impl FnOnce(&crate::check::expect::Facts) -> T,
+    decide: impl FnOnce(&crate::check::expect::Facts, &WireModel) -> T,
 ) -> T {
     let (marks, logs) = (
         crate::timeline::Marks::new(),
         std::collections::BTreeMap::new(),
     );
-    decide(&crate::check::expect::Facts {
+    let facts = crate::check::expect::Facts {
         entries,
         rows: &[],
         work_read: true,
@@ -354,7 +357,8 @@ fn with_facts<T>(
         bounds: bounds(),
         pooled: &crate::check::expect::NONE_POOLED,
         wire,
-    })
+    };
+    decide(&facts, &WireModel::of(entries))
 }
 
 /// POOL-1's hazard on the wire: behind a transaction-mode pooler a standby's attempt lands on
@@ -388,8 +392,8 @@ fn two_grants_held_at_once_show_the_pooler_hazard() {
     };
     let tapped = tapped();
     let judge = |entries: &[Entry], wire: &WireSetup| {
-        with_facts(entries, wire, |f| {
-            decide_at(&ex, f, crate::level::Level::Process)
+        with_facts(entries, wire, |f, model| {
+            decide_at(&ex, f, model, crate::level::Level::Process)
         })
     };
     let c = judge(&pooler("t", None), &tapped);
@@ -431,8 +435,8 @@ fn grants_held_at_once_past_the_overlap_bound_fail_dem_3() {
     };
     let tapped = tapped();
     let judge = |entries: &[Entry], wire: &WireSetup| {
-        with_facts(entries, wire, |f| {
-            crate::check::overlap_seen_from_outside(f, crate::level::Level::Process)
+        with_facts(entries, wire, |f, model| {
+            crate::check::overlap_seen_from_outside(f, model, crate::level::Level::Process)
         })
     };
     let c = judge(&handover(900.0), &tapped);

@@ -1,0 +1,79 @@
+//! Expectations decided or timed on the wire, from the grants the replicas' lock calls were
+//! answered ([`WireModel`]): how many replicas held one at once
+//! ([`GrantedAtOnce`](super::Expect::GrantedAtOnce)), and when an acquisition pg_locks showed
+//! was granted.
+
+use super::{check, Facts, Origin, Who};
+use crate::check::wire::model::{grants_held, WireModel};
+use crate::check::{in_t, Check, Measure, Unit, Verdict};
+
+/// An acquisition pg_locks showed at `sampled.0` (seen up to `sampled.1` late), timed by the
+/// wire where the proxies kept a journal: the answer of the lock call that granted it, within
+/// the sampling period around the sample (the server grants before its answer reaches the
+/// proxy, so a sample can show the row first), with no sampling error.
+pub(super) fn grant_answered_on_the_wire(
+    sampled: (f64, f64),
+    who: &Who,
+    from: &Origin,
+    facts: &Facts,
+    model: &WireModel,
+) -> Option<(f64, f64)> {
+    if !facts.wire.tapped {
+        return None;
+    }
+    let (at, error) = sampled;
+    (model.sessions.iter())
+        .filter(|l| from.matches(who, facts.marks, &l.replica))
+        .filter(|l| (at - error..=at + error.max(1.0)).contains(&l.granted_ms))
+        .min_by(|a, b| {
+            (at - a.granted_ms)
+                .abs()
+                .total_cmp(&(at - b.granted_ms).abs())
+        })
+        .map(|l| (l.granted_ms, 0.0))
+}
+
+/// [`Expect::GrantedAtOnce`](super::Expect::GrantedAtOnce): the most replicas that held a grant
+/// at one moment, on the wire.
+pub(super) fn granted_at_once(n: usize, facts: &Facts, model: &WireModel) -> Check {
+    let held = grants_held(&model.conns);
+    // Sweep the moments a grant began: who held one then.
+    let mut best: (usize, f64, Vec<&str>) = (0, 0.0, Vec::new());
+    for (_, from, _) in &held {
+        let mut who: Vec<&str> = (held.iter())
+            .filter(|(_, f, to)| f <= from && to.is_none_or(|t| *from < t))
+            .map(|(r, ..)| r.as_str())
+            .collect();
+        who.sort_unstable();
+        who.dedup();
+        if who.len() > best.0 {
+            best = (who.len(), *from, who);
+        }
+    }
+    let (max, at, who) = best;
+    let verdict = if max >= n {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    let message = match max {
+        0 => "no replica was granted the lock on the wire".to_owned(),
+        1 => format!(
+            "never more than one replica held a grant at once ({} grants in all): a program with POOL-1's guard refuses the shared session, and must turn it off when told REPLICA_SHARED_SESSION_GUARD=0, as here",
+            held.len()
+        ),
+        _ => format!(
+            "{} held grants at once from {}",
+            who.join(" and "),
+            in_t(at, facts.bounds.t)
+        ),
+    };
+    check(format!("{n} replicas granted at once"), verdict, message)
+        .figure("most replicas granted at once", max.to_string())
+        .with_measures(Some(Measure::at_least(
+            "replicas granted at once".into(),
+            Some(max as f64),
+            n as f64,
+            Unit::Count,
+        )))
+}
