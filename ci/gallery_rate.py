@@ -37,7 +37,8 @@ def runs_of(flaw, table, repeat):
     """The clauses failed in each of `repeat` runs of `flaw` (a list of sets)."""
     out = os.path.join("target", "gallery-rate", flaw)
     cmd = [HARNESS, "run", "--replica-cmd", f"python3 {SCRIPT} --flaw {flaw}",
-           "--replica-level", "2", "--repeat", str(repeat), "--out", out,
+           "--replica-level", "2", "--replica-features", "fence",
+           "--repeat", str(repeat), "--out", out,
            *table["scenarios"]]
     # A flawed program fails clauses: the harness exits 1 then, and that is the point.
     code = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL).returncode

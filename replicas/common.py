@@ -26,8 +26,9 @@ GAUGE = "plexsphere_background_leader"
 class Settings:
     """The contract's environment: PLEXSPHERE_DSN (optional), REPLICA_NAME, REPLICA_HTTP and
     REPLICA_CHECK_INTERVAL_MS, and the contract variables a scenario may set:
-    REPLICA_POOL_MAX_LIFETIME_MS (the pool retires a connection older than this) and
-    REPLICA_SHARED_SESSION_GUARD=0 (POOL-1's guard off, for the pooler's hazard)."""
+    REPLICA_POOL_MAX_LIFETIME_MS (the pool retires a connection older than this),
+    REPLICA_SHARED_SESSION_GUARD=0 (POOL-1's guard off, for the pooler's hazard) and
+    REPLICA_FENCE=1 (X-FENCE: each term draws a token; leader-only work writes a fenced twin)."""
 
     def __init__(self):
         self.dsn = os.environ.get("PLEXSPHERE_DSN") or None
@@ -40,6 +41,7 @@ class Settings:
         lifetime = int(os.environ.get("REPLICA_POOL_MAX_LIFETIME_MS", "0"))
         self.pool_max_lifetime = lifetime / 1000.0 if lifetime > 0 else None
         self.guard = os.environ.get("REPLICA_SHARED_SESSION_GUARD", "1") != "0"
+        self.fence = os.environ.get("REPLICA_FENCE", "0").lower() in ("1", "true", "on", "yes")
 
 
 def logger(name):

@@ -85,6 +85,10 @@ pub enum Release {
     /// No answer within the 2 s unlock deadline; closing the session releases the lock once the
     /// server notices.
     TimedOut,
+    /// No answer within T: the term ended then, while the unlock went on under its 2 s deadline
+    /// and the session was closed after it (its outcome is logged). A slow link would otherwise
+    /// keep the old term live after the server ran the unlock and a standby took the key.
+    Slow,
 }
 
 /// Why a term was abandoned.

@@ -292,8 +292,28 @@ impl LockSession {
 
     /// RUN-6: shutdown. Unlocks under a deadline of its own (the caller's token has already
     /// fired), closes the connection, then ends the term; reports the unlock's outcome.
+    ///
+    /// An unlock still unanswered after T ends the term then, with [`Release::Slow`], and goes
+    /// on under its deadline before the close (a documented deviation from the spec's order):
+    /// the server grants the key to a standby the moment it runs the unlock, so waiting for an
+    /// answer that a slow link holds back would keep two terms live at once for as long, past
+    /// DEM-3's 2·T + one tick (a queued standby, X-WAKE, leads within milliseconds).
     pub(crate) async fn release(mut self) {
-        let outcome = self.unlock().await;
+        let outcome = {
+            let unlock = self.unlock();
+            tokio::pin!(unlock);
+            tokio::select! {
+                outcome = &mut unlock => outcome,
+                () = tokio::time::sleep(self.inner.interval) => {
+                    end_term(&self.inner, &self.term, &self.info, TermCause::Released,
+                        TermEnd::Released(Release::Slow));
+                    tracing::warn!(term = self.info.number, backend_pid = self.info.backend_pid,
+                        "background leader unlock unanswered after {:?}: the term ended; \
+                         waiting for the unlock before the close", self.inner.interval);
+                    unlock.await
+                }
+            }
+        };
         let (term, backend_pid) = (self.info.number, self.info.backend_pid);
         match &outcome {
             Release::Unlocked => {
@@ -307,6 +327,8 @@ impl LockSession {
                 "background leader unlock timed out after {UNLOCK_DEADLINE:?}; closing the \
                  session releases the lock"
             ),
+            // The outcome of the term, not of an unlock (which answers one of the above).
+            Release::Slow => {}
         }
         self.close();
         self.end_term(TermCause::Released, TermEnd::Released(outcome));

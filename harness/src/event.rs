@@ -55,6 +55,9 @@ pub enum ReleaseOutcome {
     Refused,
     /// No answer within the 2 s deadline; the close releases the lock.
     TimedOut,
+    /// No answer within T: the term ended then, and the unlock went on before the close (the
+    /// elector's deviation from the spec's order under a slow link, issue 35 item 7).
+    Slow,
 }
 
 /// What a replica reports.

@@ -102,7 +102,7 @@ pub enum Need {
 }
 
 /// An opt-in feature beyond the spec that a program may have, and declares
-/// (`--replica-features guard,wake`): a scenario that needs it is not run for a program without
+/// (`--replica-features guard,wake,fence`): a scenario that needs it is not run for a program without
 /// it, and one that turns it off tells the program so through a contract variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -114,17 +114,21 @@ pub enum Feature {
     /// X-WAKE: standbys queue on the lock, so one leads within milliseconds of a release or a
     /// crash; on with `REPLICA_WAKE=1`.
     Wake,
+    /// X-FENCE: each term draws a token from the fence's sequence on its lock session, and
+    /// leader-only work writes a twin guarded by it; on with `REPLICA_FENCE=1`.
+    Fence,
 }
 
 impl Feature {
     /// Every feature, in order.
-    pub const ALL: [Feature; 2] = [Feature::Guard, Feature::Wake];
+    pub const ALL: [Feature; 3] = [Feature::Guard, Feature::Wake, Feature::Fence];
 
     /// Its name on the command line and in scenario files.
     pub fn name(self) -> &'static str {
         match self {
             Feature::Guard => "guard",
             Feature::Wake => "wake",
+            Feature::Fence => "fence",
         }
     }
 }
@@ -140,7 +144,7 @@ impl FromStr for Feature {
     fn from_str(s: &str) -> Result<Self, String> {
         (Feature::ALL.into_iter())
             .find(|f| f.name() == s.trim())
-            .ok_or_else(|| format!("feature {s:?}: the features are guard and wake"))
+            .ok_or_else(|| format!("feature {s:?}: the features are guard, wake and fence"))
     }
 }
 

@@ -122,6 +122,7 @@ impl<'a> Narrator<'a> {
                 ReleaseOutcome::Unlocked => "released".to_owned(),
                 ReleaseOutcome::Refused => "released (unlock refused)".to_owned(),
                 ReleaseOutcome::TimedOut => "released (unlock timed out)".to_owned(),
+                ReleaseOutcome::Slow => "released (unlock slow: the term ended first)".to_owned(),
             },
             ReplicaEvent::Abandoned { .. } => "abandoned".to_owned(),
             ReplicaEvent::Worker { worker, state, .. } if state == "exhausted" => {

@@ -84,6 +84,8 @@ FLAWS = {
                 "never exits"),
     "quiet-acquire": ("RUN-4", "server-restart", "a failed acquire is logged at INFO, not WARN"),
     "quiet-demotion": ("DEM-1", "backend-kill", "a demotion is logged at INFO, not WARN"),
+    "fence-counter": ("X-FENCE", "fenced-write", "with REPLICA_FENCE=1, each term's token is the "
+                      "replica's own count of its terms, not drawn from the fence's sequence"),
 }
 
 
@@ -114,6 +116,21 @@ def try_lock(objid, flaw=None, guard=True):
   ELSE 'refused' END)::text, pg_backend_pid()"""
 
 
+# X-FENCE (REPLICA_FENCE=1): the attempt with a third column, the term's token, drawn from the
+# sequence the harness creates ahead, on a grant only, in the same statement (so the token is the
+# lock session's, and a grant whose answer is lost still uses one up). The flaw fence-counter
+# draws none: it counts its own terms.
+FENCE_SEQUENCE = "public.plexsphere_background_leader_fence"
+
+
+def fenced(attempt, flaw=None):
+    if flaw == "fence-counter":
+        return attempt
+    return f"""SELECT a.answer, a.pid, CASE WHEN a.answer = 'granted'
+  THEN nextval('{FENCE_SEQUENCE}') END
+  FROM ({attempt} OFFSET 0) AS a(answer, pid)"""
+
+
 def unlock(objid, flaw=None):
     call = {
         "bigint-key": f"pg_advisory_unlock((1886156915::bigint << 32) | {objid:d})",
@@ -126,6 +143,13 @@ def unlock(objid, flaw=None):
 
 # One pass of leader-only work, made visible (the contract's level 2).
 WORK = "INSERT INTO leader_work (loop_name, replica, term) VALUES ('sweep', %s, %s)"
+
+# X-FENCE: the pass as twins in one statement, the plain row and one carrying the term's token,
+# which lands only while that token is the sequence's newest (a pass held in transit until a
+# newer term began lands as its plain row alone).
+WORK_FENCED = f"""INSERT INTO leader_work (loop_name, replica, term, fence)
+  SELECT 'sweep', %s, %s, twin.fence FROM (VALUES (NULL::bigint), (%s::bigint)) AS twin(fence)
+  WHERE twin.fence IS NULL OR twin.fence = (SELECT last_value FROM {FENCE_SEQUENCE})"""
 
 POOL_SIZE = 4
 
@@ -201,6 +225,9 @@ class Elector:
     def __init__(self, settings, gauge, log, objid=1, flaw=None):
         self.settings, self.log, self.flaw = settings, log, flaw
         self.try_lock = try_lock(objid, flaw, settings.guard)
+        if settings.fence:
+            self.try_lock = fenced(self.try_lock, flaw)
+        self.token = None
         self.unlock = unlock(objid, flaw)
         self.checks = 0
         self.kept = []  # flaw keep-open: demoted lock connections never closed
@@ -264,7 +291,7 @@ class Elector:
             # that a SIGTERM is heard).
             deadline = 5 * self.t if self.flaw == "queue" else self.t
             cur = await bounded(conn.execute(self.try_lock, [self.bound()]), deadline)
-            outcome, pid = await cur.fetchone()
+            outcome, pid, *token = await cur.fetchone()
         except Exception as e:  # noqa: BLE001 (every failure is logged and retried)
             level = logging.INFO if self.flaw == "quiet-acquire" else logging.WARNING
             self.log.log(level, "leader: acquire lock connection: %s", e or type(e).__name__)
@@ -286,6 +313,7 @@ class Elector:
         self.lock_conn, self.last_answered_sent = conn, sent
         self.lock_pid = pid
         self.term += 1
+        self.token = token[0] if token else self.term
         self.log.info("background leader lock acquired term=%d backend_pid=%d", self.term, pid)
         if self.flaw == "lock-on-pool":
             self.pool.put(conn)
@@ -295,7 +323,7 @@ class Elector:
         new = await asyncio.wait_for(self.pool.connect(), self.t)
         await bounded(self.lock_conn.execute(self.unlock), self.t)
         cur = await bounded(new.execute(self.try_lock, [self.bound()]), self.t)
-        outcome, pid = await cur.fetchone()
+        outcome, pid, *_ = await cur.fetchone()
         if outcome != "granted":
             # Another replica took the key between the unlock and this call: the new connection
             # goes to the pool, as a refused check's does (closing it would break RUN-2 too).
@@ -347,7 +375,11 @@ class Elector:
         conn = None
         try:
             conn = await asyncio.wait_for(self.pool.get(), self.t)
-            await bounded(conn.execute(WORK, [self.settings.name, self.term]), self.t)
+            if self.settings.fence:
+                work = conn.execute(WORK_FENCED, [self.settings.name, self.term, self.token])
+            else:
+                work = conn.execute(WORK, [self.settings.name, self.term])
+            await bounded(work, self.t)
         except Exception as e:  # noqa: BLE001 (a pass that fails is logged; the next one runs)
             self.log.warning("leader work: %s", e or type(e).__name__)
             if conn is not None:

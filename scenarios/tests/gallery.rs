@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use harness::level::Feature;
 use harness::replica::program::{Command, Level, Program};
 use harness::report::{ClauseVerdict, Report};
 use rstest::rstest;
@@ -21,7 +22,12 @@ const SEED: u64 = 20_261_205;
 async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
     let script = repo().join("replicas/python/replica.py");
     let template = format!("python3 {} --flaw {flaw}", script.display());
-    let program = Program::External(Command::parse(&template, Level::Work).expect("a template"));
+    // It has X-FENCE (REPLICA_FENCE=1), which `fenced-write` turns on.
+    let program = Program::External(
+        Command::parse(&template, Level::Work)
+            .expect("a template")
+            .with_features([Feature::Fence]),
+    );
     let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("gallery")
         .join(flaw);
@@ -32,7 +38,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 20] = [
+const GALLERY: [(&str, &[&str], &[&str]); 21] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -78,6 +84,9 @@ const GALLERY: [(&str, &[&str], &[&str]); 20] = [
     // The spec's log lines, at the level it names, after the fault that causes them.
     ("quiet-acquire", &["RUN-4"], &["server-restart"]),
     ("quiet-demotion", &["DEM-1"], &["backend-kill"]),
+    // Its tokens are its own count of its terms: no term draws one from the sequence on the
+    // wire, and its fenced twins are not the fence's (late ones land).
+    ("fence-counter", &["X-FENCE"], &["fenced-write"]),
 ];
 
 /// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
@@ -102,6 +111,7 @@ const GALLERY: [(&str, &[&str], &[&str]); 20] = [
 #[case::no_exit("no-exit")]
 #[case::quiet_acquire("quiet-acquire")]
 #[case::quiet_demotion("quiet-demotion")]
+#[case::fence_counter("fence-counter")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
     let (_, breaks, scenarios) = (GALLERY.iter())

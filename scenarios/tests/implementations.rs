@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use harness::level::Feature;
 use harness::replica::program::{Command, Level, Program};
 use harness::report::{ClauseVerdict, Report};
 use harness::scenario::run::{run, RunOptions};
@@ -164,6 +165,32 @@ async fn the_python_replica_passes_every_clause_decidable_at_level_2() {
             verdicts.get(id),
             Some(&ClauseVerdict::Pass),
             "{id}: {}",
+            failures(&report)
+        );
+    }
+}
+
+/// X-FENCE for a program other than the harness's own: the Python example, which draws each
+/// term's token in its granting statement and writes fenced twins (`REPLICA_FENCE=1`), passes
+/// it at level 2 (the tokens rising on the wire, and the fence rejecting the late twins); the
+/// harness's own replica run as a level-0 program passes it from the wire alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fencing_program_passes_x_fence_from_outside() {
+    let fencing = |p: Program| match p {
+        Program::External(c) => Program::External(c.with_features([Feature::Fence])),
+        ours => ours,
+    };
+    let template = format!("{} replica", ours().display());
+    let level0 = Program::External(Command::parse(&template, Level::Process).unwrap());
+    for (label, program) in [
+        ("python-fence", fencing(python("python", Level::Work))),
+        ("ours-level-0-fence", fencing(level0)),
+    ] {
+        let (report, verdicts) = report_on(label, program, &["fenced-write"]).await;
+        assert_eq!(
+            verdicts.get("X-FENCE"),
+            Some(&ClauseVerdict::Pass),
+            "{label}: {}",
             failures(&report)
         );
     }

@@ -232,20 +232,25 @@ pub async fn backend_gone_at(
 ) -> Option<Instant> {
     let start = Instant::now();
     while start.elapsed() <= limit {
-        let alive: i64 = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
-                &[&pid],
-            )
-            .await
-            .expect("pg_stat_activity")
-            .get(0);
-        if alive == 0 {
+        if !backend_alive(observer, pid).await {
             return Some(Instant::now());
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     None
+}
+
+/// Whether backend `pid` is in pg_stat_activity now.
+pub async fn backend_alive(observer: &tokio_postgres::Client, pid: i32) -> bool {
+    let alive: i64 = observer
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .get(0);
+    alive > 0
 }
 
 /// Whether backend `pid` is gone from pg_stat_activity within `limit`.

@@ -6,7 +6,7 @@ use elector::{Config, Elector};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use testkit::pg::{backend_gone, leader_rows, pool_for, terminate};
+pub use testkit::pg::{backend_alive, backend_gone, leader_rows, pool_for, terminate};
 pub use testkit::{Logs, Pg, Proxy};
 
 /// The check interval the tests run at.

@@ -430,6 +430,68 @@ async fn graceful_shutdown_unlocks_before_it_closes() {
     assert!(backend_gone(&observer, pid, T).await, "then closed");
 }
 
+/// RUN-6 under latency, with a queued standby (issue 35, item 7): the spec's order (unlock,
+/// close, end the term) keeps the old term live until the unlock's answer arrives, while a
+/// standby queued on the key (X-WAKE) is granted the moment the server runs the unlock. Behind a
+/// proxy that delays each answer to the leader by 3·T, the two terms overlapped for about 3·T
+/// (the lease or the answer ended the old one), past DEM-3's 2·T + one tick. The elector ends
+/// the term once the unlock has gone unanswered for T, then waits for the answer (under its 2 s
+/// deadline) and closes: the old term ends within T of the shutdown, the overlap stays under T,
+/// and the unlock still comes before the close.
+#[tokio::test]
+async fn a_slow_unlock_ends_the_term_within_one_interval() {
+    let pg = Pg::start().await;
+    let observer = pg.observer().await;
+    let proxy = Proxy::start(pg.port).await;
+    let pool = pool_for(&pg.url_via(proxy.port), "a", 4, Default::default());
+    let a = Elector::new(Config::new(pool).check_interval(T)).expect("elector");
+    let pool = pool_for(&pg.url(), "b", 4, Default::default());
+    let b = Elector::new(Config::new(pool).check_interval(T).wake(true)).expect("elector");
+    let (stop, run) = lead(&a).await;
+    let standby = spawn_run(&b);
+    let start = Instant::now();
+    while leader_rows(&observer).await.len() < 2 {
+        assert!(start.elapsed() < 5 * T, "b queued on the key");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rows = leader_rows(&observer).await;
+    let pid = rows.iter().find(|r| r.1).expect("a holds the key").0;
+    proxy
+        .latency("downstream", (3 * T).as_millis() as u64)
+        .await;
+    let cancelled = Instant::now();
+    stop.cancel();
+    let (mut a_ended, mut b_led) = (None, None);
+    while cancelled.elapsed() < 4 * T && (a_ended.is_none() || b_led.is_none()) {
+        if a_ended.is_none() && !a.is_leader() {
+            a_ended = Some(cancelled.elapsed());
+        }
+        if b_led.is_none() && b.is_leader() {
+            b_led = Some(cancelled.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let (a_ended, b_led) = (a_ended.expect("a's term ended"), b_led.expect("b led"));
+    assert!(
+        a_ended <= T + SLACK,
+        "a's term ended {a_ended:?} after the shutdown (b led at {b_led:?}); bound T + {SLACK:?}"
+    );
+    let overlap = a_ended.saturating_sub(b_led);
+    assert!(overlap <= T + SLACK, "a and b led at once for {overlap:?}");
+    // The unlock still comes before the close: b was granted by it while a's backend lives on,
+    // until the unlock's answer (3·T after it ran) lets a close.
+    assert!(
+        backend_alive(&observer, pid).await,
+        "a closed its lock connection before the unlock's answer"
+    );
+    assert!(
+        backend_gone(&observer, pid, 4 * T).await,
+        "a's lock connection closed after the unlock's answer"
+    );
+    run.await.unwrap().expect("run returns Ok");
+    halt(standby.0, standby.1).await;
+}
+
 /// RUN-7 (review: abandonment waited for a symbolised backtrace): under the supervisor (which
 /// installs the stack-keeping panic hook), a panic that unwinds `run` abandons the lock at once:
 /// the abandonment follows the panic within SLACK, the first panic of the process included.

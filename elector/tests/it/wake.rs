@@ -241,6 +241,47 @@ async fn a_queued_standby_holds_back_vacuum_for_at_most_t() {
     halt(a.0, a.1).await;
 }
 
+/// X-WAKE's snapshot, by its age: sampled every 20 ms for 6·T while a standby waits, the
+/// queued attempt's transaction (whose snapshot is the xmin horizon it holds back) is never older
+/// than T plus 0.2·T (the re-queue after `lock_timeout` and the sampling on a loaded machine).
+/// Before the waiter gave up and queued again every T, its age was the whole wait (6·T here).
+#[tokio::test]
+async fn a_queued_standbys_snapshot_is_never_older_than_t() {
+    let pg = Pg::start().await;
+    let (observer, electors, running) = a_leads_b_queues(&pg).await;
+    let waiter = pid_on_key(&observer, false).await;
+    let (start, mut oldest, mut samples) = (Instant::now(), 0.0_f64, 0);
+    while start.elapsed() < 6 * T_WAKE {
+        let age: Option<f64> = observer
+            .query_one(
+                "SELECT extract(epoch FROM clock_timestamp() - xact_start)::float8 \
+                 FROM pg_stat_activity WHERE pid = $1 AND backend_xmin IS NOT NULL",
+                &[&waiter],
+            )
+            .await
+            .ok()
+            .and_then(|row| row.get(0));
+        if let Some(age) = age {
+            oldest = oldest.max(age);
+            samples += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("the queued attempt's snapshot: oldest {oldest:.3} s in {samples} samples (T = 1 s)");
+    assert!(
+        samples > 100,
+        "the waiter held a snapshot in {samples} samples only"
+    );
+    assert!(
+        oldest <= (T_WAKE + T_WAKE / 5).as_secs_f64(),
+        "the waiter's snapshot was {oldest:.3} s old, over T + 0.2·T"
+    );
+    assert!(electors[0].is_leader() && !electors[1].is_leader());
+    let [a, b] = running;
+    halt(b.0, b.1).await;
+    halt(a.0, a.1).await;
+}
+
 /// X-WAKE under a database's safety settings: `lock_timeout` and `statement_timeout` of 300 ms
 /// (0.3·T) set for the whole database would cancel every queued attempt, and the standby would
 /// open and close a backend at every check, what RUN-2 exists to prevent. The waiter sets its

@@ -142,6 +142,7 @@ fn end_event(ended: &EndedTerm) -> ReplicaEvent {
                 Release::Unlocked => (ReleaseOutcome::Unlocked, None),
                 Release::Refused { reason } => (ReleaseOutcome::Refused, Some(reason.clone())),
                 Release::TimedOut => (ReleaseOutcome::TimedOut, None),
+                Release::Slow => (ReleaseOutcome::Slow, None),
             };
             ReplicaEvent::Released {
                 term,

@@ -320,7 +320,7 @@ pub struct ProgramArgs {
     #[arg(long, value_name = "N", requires = "replica_cmd", default_value = "1")]
     pub replica_level: Level,
     /// The opt-in features beyond the spec the program has (`guard`: POOL-1's shared-session
-    /// guard; `wake`: X-WAKE), comma-separated. A scenario that needs one the program lacks is
+    /// guard; `wake`: X-WAKE; `fence`: X-FENCE), comma-separated. A scenario that needs one the program lacks is
     /// reported not-run; one that turns a feature off says so in the program's environment.
     #[arg(
         long,

@@ -245,6 +245,11 @@ pub struct ReplicaDecl {
     /// X-WAKE on (`REPLICA_WAKE=1`): needs a program that has it (`--replica-features wake`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wake: bool,
+    /// X-FENCE on (`REPLICA_FENCE=1`): each term draws a token from the fence's sequence on
+    /// its lock session, and each pass of leader-only work writes a fenced twin; needs a
+    /// program that has it (`--replica-features fence`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fence: bool,
     /// The program's pool retires its connections after this long
     /// (`REPLICA_POOL_MAX_LIFETIME_MS`, SESS-1's "pool max lifetime far below the run time").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,6 +285,9 @@ impl ReplicaDecl {
         }
         if self.wake {
             v.push(Feature::Wake);
+        }
+        if self.fence {
+            v.push(Feature::Fence);
         }
         v
     }

@@ -56,7 +56,7 @@
 //!
 //! Nothing in the workspace any more; it stays for whoever models a partition with `timeout`
 //! alone, as Toxiproxy 2.1.0's users did. The harness's `partition` fault
-//! (`harness/src/fault.rs`) is a `timeout` 0 followed by a `slow_close` of a day on each stream
+//! (`harness/src/fault/network.rs`) is a `timeout` 0 followed by a `slow_close` of a day on each stream
 //! of one replica's proxy: a partition under either semantics (the `slow_close` holds a close
 //! that upstream's `timeout` lets through), and removing both closes the connection (test
 //! `slow_close_behind_a_timeout_holds_the_close_like_a_partition`). The harness runs this

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
-use self::on_the_wire::granted_at_once;
+use self::on_the_wire::{fence_tokens_rise, granted_at_once};
 use self::reports::{log, readyz, readyz_says};
 use self::samples::{fence_rejects, gauge_sum_reaches, lock_rows_at_most, work_rows};
 use self::timing::event;
@@ -132,6 +132,9 @@ pub enum Expect {
     /// hazard, which pg_locks cannot show: behind a transaction-mode pooler the second grant
     /// stacks on the first one's server session, one row).
     GrantedAtOnce(usize),
+    /// X-FENCE on the wire: at least this many terms, each with a token its replica drew from
+    /// the fence's sequence on its lock session, every token larger than the term's before.
+    FenceTokensRise(usize),
     /// The number of granted lock rows stays at most this.
     LockRowsAtMost(usize),
     /// The `leader_work` table ends with exactly this many rows.
@@ -192,6 +195,7 @@ impl Expect {
             Expect::Event { .. }
             | Expect::LockRowsAtMost(_)
             | Expect::GrantedAtOnce(_)
+            | Expect::FenceTokensRise(_)
             | Expect::Log { .. } => Level::Process,
             Expect::GaugeSumReaches(_) | Expect::Readyz { .. } => Level::Metrics,
             Expect::WorkRows(_) | Expect::FenceRejects(_) => Level::Work,
@@ -199,11 +203,11 @@ impl Expect {
     }
 
     /// Whether, for a program at `level`, it is decided on the wire, which only the harness's
-    /// own proxy records: `timed_out` and `granted_at_once` always, `demoted` below level 1 (no
+    /// own proxy records: `timed_out`, `granted_at_once` and `fence_tokens_rise` always, `demoted` below level 1 (no
     /// gauge to show it).
     pub fn needs_wire(&self, level: Level) -> bool {
         match self {
-            Expect::GrantedAtOnce(_) => true,
+            Expect::GrantedAtOnce(_) | Expect::FenceTokensRise(_) => true,
             Expect::Event {
                 awaited: Awaited::TimedOut,
                 ..
@@ -335,6 +339,7 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, model: &WireModel, level: Leve
         Expect::Event { .. } => event(&ex.expect, facts, model, level),
         Expect::GaugeSumReaches(n) => gauge_sum_reaches(*n, facts.entries),
         Expect::GrantedAtOnce(n) => granted_at_once(*n, facts, model),
+        Expect::FenceTokensRise(n) => fence_tokens_rise(*n, facts, model),
         Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
         Expect::WorkRows(n) => work_rows(*n, facts.rows),
         Expect::FenceRejects(n) => fence_rejects(*n, facts),

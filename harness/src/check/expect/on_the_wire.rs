@@ -1,10 +1,12 @@
 //! Expectations decided or timed on the wire, from the grants the replicas' lock calls were
 //! answered ([`WireModel`]): how many replicas held one at once
-//! ([`GrantedAtOnce`](super::Expect::GrantedAtOnce)), and when an acquisition pg_locks showed
-//! was granted.
+//! ([`GrantedAtOnce`](super::Expect::GrantedAtOnce)), when an acquisition pg_locks showed
+//! was granted, and the tokens the terms drew (X-FENCE,
+//! [`FenceTokensRise`](super::Expect::FenceTokensRise)).
 
 use super::{check, Facts, Origin, Who};
-use crate::check::wire::model::{grants_held, WireModel};
+use crate::check::wire::model::{grants_held, LockSession, WireModel};
+use crate::check::wire::sql::FENCE_SEQUENCE;
 use crate::check::{in_t, Check, Measure, Unit, Verdict};
 
 /// An acquisition pg_locks showed at `sampled.0` (seen up to `sampled.1` late), timed by the
@@ -76,4 +78,63 @@ pub(super) fn granted_at_once(n: usize, facts: &Facts, model: &WireModel) -> Che
             n as f64,
             Unit::Count,
         )))
+}
+
+/// [`Expect::FenceTokensRise`](super::Expect::FenceTokensRise): the lock sessions in the order
+/// of their grants, each with the token drawn on it, rising. A term without one (no draw from
+/// the sequence on its lock session: a token counted by the program itself, or read with
+/// `currval` or `last_value` instead of drawn), or one not above the term's before, fails.
+pub(super) fn fence_tokens_rise(n: usize, facts: &Facts, model: &WireModel) -> Check {
+    let mut terms: Vec<&LockSession> = model.sessions.iter().collect();
+    terms.sort_by(|a, b| a.granted_ms.total_cmp(&b.granted_ms));
+    let t = facts.bounds.t;
+    let term = |s: &LockSession| format!("{}'s term from {}", s.replica, in_t(s.granted_ms, t));
+    let missing = terms.iter().find(|s| s.token.is_none());
+    let fell = (terms.windows(2))
+        .find(|w| matches!((w[0].token, w[1].token), (Some(a), Some(b)) if b <= a));
+    let (verdict, message) = match (missing, fell) {
+        (Some(s), _) => (
+            Verdict::Invalid,
+            format!(
+                "{} drew no token from {FENCE_SEQUENCE} on its lock session",
+                term(s)
+            ),
+        ),
+        (None, Some(w)) => (
+            Verdict::Invalid,
+            format!(
+                "{} drew {:?}, not above {} ({:?})",
+                term(w[1]),
+                w[1].token,
+                term(w[0]),
+                w[0].token
+            ),
+        ),
+        (None, None) if terms.len() < n => (
+            Verdict::Invalid,
+            format!("{} term(s) on the wire, fewer than {n}", terms.len()),
+        ),
+        (None, None) => (
+            Verdict::Valid,
+            format!(
+                "{} terms, tokens {}",
+                terms.len(),
+                (terms.iter().filter_map(|s| s.token))
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" < ")
+            ),
+        ),
+    };
+    check(
+        format!("fencing tokens rise over {n} terms"),
+        verdict,
+        message,
+    )
+    .with_measures(Some(Measure::at_least(
+        "terms on the wire".into(),
+        Some(terms.len() as f64),
+        n as f64,
+        Unit::Count,
+    )))
 }

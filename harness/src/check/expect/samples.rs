@@ -86,7 +86,11 @@ pub(super) fn work_rows(n: usize, rows: &[WorkRow]) -> Check {
 
 pub(super) fn fence_rejects(n: usize, facts: &Facts) -> Check {
     let tally = FenceTally::of(facts.entries, facts.rows, &facts.bounds);
-    let verdict = if tally.rejected() >= n && tally.late_fenced == 0 {
+    // No pass landed late (the program gave its held writes up, closing their connections,
+    // before the fault lifted): nothing put the fence to the test, which is no failure of it.
+    let verdict = if tally.late_unfenced == 0 && tally.late_fenced == 0 {
+        Verdict::Unknown
+    } else if tally.rejected() >= n && tally.late_fenced == 0 {
         Verdict::Valid
     } else {
         Verdict::Invalid
@@ -96,10 +100,15 @@ pub(super) fn fence_rejects(n: usize, facts: &Facts) -> Check {
         verdict,
         format!(
             "{} pass(es) of fencing replicas landed after a newer term began: their unfenced \
-             rows landed, {} fenced twin(s) rejected, {} landed",
+             rows landed, {} fenced twin(s) rejected, {} landed{}",
             tally.late_unfenced,
             tally.rejected(),
-            tally.late_fenced
+            tally.late_fenced,
+            if verdict == Verdict::Unknown {
+                " (nothing put the fence to the test: the held passes never reached the server)"
+            } else {
+                ""
+            }
         ),
     )
     .figure(

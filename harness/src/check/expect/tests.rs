@@ -616,3 +616,66 @@ fn the_same_replica_granted_on_a_new_backend_has_acquired() {
     let c = decide_on(&ex, &facts(&same, &marks, &logs), Level::Process);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
 }
+
+/// X-FENCE's `fence_rejects`: a late pass whose twin the fence rejected passes it, a late twin
+/// that landed fails it, and a run where no pass landed late (the program gave its held writes
+/// up with their connections) did not put the fence to the test: not decided, not failed.
+#[test]
+fn fence_rejects_is_decided_only_when_a_pass_landed_late() {
+    use crate::check::WorkRow;
+    use crate::fault::Verb;
+    let row = |t_ms, fence| WorkRow {
+        loop_name: "sweep".into(),
+        replica: "a".into(),
+        term: 1,
+        t_ms,
+        fence,
+    };
+    let tl = vec![
+        ev(
+            0.0,
+            "a",
+            ReplicaEvent::Acquired {
+                term: 1,
+                backend_pid: 1,
+            },
+        ),
+        crate::check::tests::fault(100.0, Verb::Stall, "a", false),
+        ev(
+            300.0,
+            "a",
+            ReplicaEvent::Demoted {
+                term: 1,
+                error: "gone".into(),
+            },
+        ),
+        ev(
+            400.0,
+            "b",
+            ReplicaEvent::Acquired {
+                term: 1,
+                backend_pid: 2,
+            },
+        ),
+        crate::check::tests::fault(900.0, Verb::Stall, "a", true),
+    ];
+    let ex = Expectation {
+        clause: "X-FENCE".into(),
+        expect: Expect::FenceRejects(1),
+    };
+    let (marks, logs) = (Marks::new(), BTreeMap::new());
+    let judge = |rows: &[WorkRow]| {
+        let f = Facts {
+            rows,
+            work_read: true,
+            ..facts(&tl, &marks, &logs)
+        };
+        decide_on(&ex, &f, Level::Work).verdict
+    };
+    let in_term = [row(50.0, None), row(50.0, Some(7))];
+    assert_eq!(judge(&in_term), Verdict::Unknown);
+    let rejected = [row(50.0, None), row(50.0, Some(7)), row(950.0, None)];
+    assert_eq!(judge(&rejected), Verdict::Valid);
+    let landed = [row(950.0, None), row(950.0, Some(7))];
+    assert_eq!(judge(&landed), Verdict::Invalid);
+}

@@ -72,6 +72,16 @@ impl Conn {
         self.opened_ms <= t_ms && self.closed.is_none_or(|(c, ..)| t_ms < c)
     }
 
+    /// X-FENCE: the first token drawn from the fence's sequence on it from its statement `i`
+    /// on (the grant: a fencing program draws the term's token in the granting statement or on
+    /// the lock session after it), as that statement's answer showed it.
+    pub fn token_from(&self, i: usize) -> Option<i64> {
+        (self.statements.iter().skip(i)).find_map(|s| {
+            let column = s.reading.as_ref().ok()?.token_column?;
+            s.row()?.get(column)?.as_deref()?.trim().parse().ok()
+        })
+    }
+
     /// When a grant by its statement `i` stopped being held, as the wire shows it: the first
     /// of the connection's close and the answer of the first unlock sent after statement `i`
     /// that was answered without an error (`None`: neither, held to the end). Shared by
@@ -181,6 +191,9 @@ pub struct LockSession {
     pub granted_ms: f64,
     /// When pg_locks first showed it gone (or the connection closed); `None`: held to the end.
     pub ended_ms: Option<f64>,
+    /// X-FENCE: the term's token, as the wire showed it drawn on this connection from the
+    /// grant on ([`Conn::token_from`]); `None`: none drawn there.
+    pub token: Option<i64>,
 }
 
 /// The lock sessions: each time pg_locks showed a replica's backend holding the lock, the
@@ -276,6 +289,7 @@ fn granting(conns: &[Conn], pid: i32, app: &str, t_ms: f64) -> Option<LockSessio
         grant,
         granted_ms,
         ended_ms: None,
+        token: conns[conn].token_from(grant),
     })
 }
 

@@ -8,8 +8,8 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use sqlparser::ast::{
-    visit_expressions, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, Set,
-    Statement, TableFactor, UnaryOperator, Value, Visit, Visitor,
+    visit_expressions, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
+    SelectItem, Set, SetExpr, Statement, TableFactor, UnaryOperator, Value, Visit, Visitor,
 };
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
@@ -48,7 +48,16 @@ pub struct Reading {
     pub tables: Vec<String>,
     /// Whether it is an `INSERT`.
     pub inserts: bool,
+    /// X-FENCE: the column of its answer whose expression draws a token from the fence's
+    /// sequence ([`FENCE_SEQUENCE`]'s `nextval`), in the first statement's select list: where
+    /// the term's token is read on the wire.
+    pub token_column: Option<usize>,
 }
+
+/// X-FENCE: the sequence a fencing program draws each term's token from, by the contract
+/// (`docs/replica-contract.md`: the harness creates it ahead; its name as the tap may see it,
+/// with or without its schema).
+pub const FENCE_SEQUENCE: &str = "plexsphere_background_leader_fence";
 
 impl Reading {
     /// The calls named `name`.
@@ -96,7 +105,10 @@ fn parsed(sql: &str) -> Parsed {
 pub fn read(sql: &str, params: &[Option<String>]) -> Result<Reading, String> {
     let statements = parsed(sql);
     let statements = statements.as_ref().as_ref().map_err(Clone::clone)?;
-    let mut r = Reading::default();
+    let mut r = Reading {
+        token_column: statements.first().and_then(|st| token_column(st, params)),
+        ..Reading::default()
+    };
     for st in statements {
         let _ = visit_expressions(st, |e| {
             if let Expr::Function(f) = e {
@@ -138,6 +150,37 @@ pub fn read(sql: &str, params: &[Option<String>]) -> Result<Reading, String> {
         }
     }
     Ok(r)
+}
+
+/// X-FENCE: the index in `st`'s select list of the first item that calls `nextval` on
+/// [`FENCE_SEQUENCE`].
+fn token_column(st: &Statement, params: &[Option<String>]) -> Option<usize> {
+    let Statement::Query(q) = st else {
+        return None;
+    };
+    let SetExpr::Select(select) = q.body.as_ref() else {
+        return None;
+    };
+    let draws = |e: &Expr| {
+        visit_expressions(e, |e| match e {
+            Expr::Function(f) => {
+                let call = call_of(&f.name, &f.args, params);
+                let fence = matches!(call.args.first(),
+                    Some(Arg::Text(t)) if t.trim_matches('"').ends_with(FENCE_SEQUENCE));
+                if call.name == "nextval" && fence {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            }
+            _ => ControlFlow::Continue(()),
+        })
+        .is_break()
+    };
+    (select.projection.iter()).position(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => draws(e),
+        _ => false,
+    })
 }
 
 /// The tables a statement names: its relations, but not a function in a `FROM` (`FROM
@@ -252,6 +295,35 @@ mod tests {
             name: name.into(),
             args,
         }
+    }
+
+    /// X-FENCE: the column that draws the term's token from the contract's sequence, wherever
+    /// the draw sits in its expression; a read of the sequence, or another sequence, is none.
+    #[test]
+    fn the_token_column_is_the_one_that_draws_from_the_fence_sequence() {
+        let column = |sql: &str| read(sql, &[]).expect("parses").token_column;
+        let plain = "SELECT pg_try_advisory_lock(1886156915, 1), \
+                     nextval('public.plexsphere_background_leader_fence')";
+        assert_eq!(column(plain), Some(1));
+        let guarded = "SELECT a.answer, a.pid, CASE WHEN a.answer = 'granted' \
+                       THEN nextval('plexsphere_background_leader_fence'::regclass) END \
+                       FROM (SELECT 'granted', 42 OFFSET 0) AS a(answer, pid)";
+        assert_eq!(column(guarded), Some(2));
+        let bound = read(
+            "SELECT pg_try_advisory_lock(1886156915, 1), nextval($1)",
+            &[Some("public.plexsphere_background_leader_fence".into())],
+        );
+        assert_eq!(bound.expect("parses").token_column, Some(1));
+        for none in [
+            "SELECT last_value FROM public.plexsphere_background_leader_fence",
+            "SELECT nextval('public.other_sequence')",
+            "SELECT currval('public.plexsphere_background_leader_fence')",
+            "SELECT 1",
+        ] {
+            assert_eq!(column(none), None, "{none}");
+        }
+        let ours = elector::sql::fenced(&elector::sql::try_lock(800, true, None));
+        assert_eq!(column(&ours), Some(2), "the elector's fenced attempt");
     }
 
     #[test]

@@ -71,6 +71,27 @@ impl History {
         self.wire(t_ms + 1.0, replica, conn, WireEvent::Answer { id, outcome });
     }
 
+    /// `sql` sent at `t_ms`, answered 1 ms later with the one row `row`.
+    fn said_row(&mut self, t_ms: f64, replica: &str, conn: u64, sql: &str, row: &[&str]) {
+        self.said(t_ms, replica, conn, sql, "");
+        let Some(Entry {
+            what:
+                What::Wire {
+                    event: WireEvent::Answer { outcome, .. },
+                    ..
+                },
+            ..
+        }) = self.entries.last_mut()
+        else {
+            unreachable!("said ends with the answer")
+        };
+        *outcome = Outcome::Done {
+            tags: vec!["SELECT 1".into()],
+            rows: 1,
+            row: Some(row.iter().map(|v| Some((*v).to_owned())).collect()),
+        };
+    }
+
     fn close(&mut self, t_ms: f64, replica: &str, conn: u64) {
         let by = Closer::Client;
         self.wire(
@@ -448,4 +469,61 @@ fn grants_held_at_once_past_the_overlap_bound_fail_dem_3() {
     assert_eq!(c.figures["max overlap"], "6.00T", "{c:?}");
     let c = judge(&handover(2_200.0), &WireSetup::default());
     assert_eq!(c.verdict, Verdict::Unknown, "{c:?}");
+}
+
+/// X-FENCE on the wire: each term draws its token from the fence's sequence on its lock
+/// session, in the granting statement. A handover whose new term drew a larger token passes
+/// `fence_tokens_rise = 2`; a new term whose token is not larger, a term that drew none (a token
+/// counted by the program, or read with `last_value`), and a run with one term fail it.
+#[test]
+fn fencing_tokens_must_be_drawn_on_the_lock_session_and_rise() {
+    use crate::check::expect::{decide_at, Expect, Expectation};
+    const FENCED: &str = "SELECT a.answer, a.pid, CASE WHEN a.answer = 'granted' \
+        THEN nextval('public.plexsphere_background_leader_fence') END \
+        FROM (SELECT 'granted', pg_backend_pid() WHERE pg_try_advisory_lock(1886156915, 1) \
+        OFFSET 0) AS a(answer, pid)";
+    const LATEST: &str = "SELECT pg_try_advisory_lock(1886156915, 1), \
+        (SELECT last_value FROM public.plexsphere_background_leader_fence)";
+    let handover = |second: Option<(&str, &str)>| {
+        let mut h = History::default();
+        h.open(0.0, "a", 1, 10);
+        h.said_row(1.0, "a", 1, FENCED, &["granted", "10", "7"]);
+        h.close(500.0, "a", 1);
+        h.open(0.0, "b", 1, 20);
+        if let Some((sql, token)) = second {
+            h.said_row(600.0, "b", 1, sql, &["granted", "20", token]);
+            h.locks(620.0, 1_000.0, Some((20, "b")));
+        }
+        h.locks(10.0, 500.0, Some((10, "a")));
+        h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        h.entries
+    };
+    let ex = Expectation {
+        clause: "X-FENCE".into(),
+        expect: Expect::FenceTokensRise(2),
+    };
+    let tapped = tapped();
+    let judge = |entries: &[Entry]| {
+        with_facts(entries, &tapped, |f, model| {
+            decide_at(&ex, f, model, crate::level::Level::Process)
+        })
+    };
+    let c = judge(&handover(Some((FENCED, "8"))));
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert!(c.message.contains("7 < 8"), "{c}");
+    let c = judge(&handover(Some((FENCED, "7"))));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert!(c.message.contains("not above"), "{c}");
+    let c = judge(&handover(Some((LATEST, "7"))));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert!(c.message.contains("drew no token"), "{c}");
+    let c = judge(&handover(None));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert!(c.message.contains("fewer than 2"), "{c}");
+    let untapped = with_facts(
+        &handover(Some((FENCED, "8"))),
+        &WireSetup::default(),
+        |f, m| decide_at(&ex, f, m, crate::level::Level::Process),
+    );
+    assert_eq!(untapped.verdict, Verdict::Unknown, "{untapped:?}");
 }

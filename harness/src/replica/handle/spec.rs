@@ -40,6 +40,8 @@ pub struct ReplicaSpec {
     pub no_shared_session_guard: bool,
     /// `--wake` (X-WAKE); another program is told `REPLICA_WAKE=1`.
     pub wake: bool,
+    /// `--fence` (X-FENCE); another program is told `REPLICA_FENCE=1`.
+    pub fence: bool,
     /// `--fail-loop`, once per loop.
     pub fail_loops: Vec<String>,
     /// `--panic-loop`, once per loop.
@@ -76,6 +78,7 @@ impl ReplicaSpec {
             verify_lock: false,
             no_shared_session_guard: false,
             wake: false,
+            fence: false,
             fail_loops: Vec::new(),
             panic_loops: Vec::new(),
             extra_args: Vec::new(),
@@ -141,6 +144,9 @@ impl ReplicaSpec {
         if self.wake {
             env.push(("REPLICA_WAKE", "1".to_owned()));
         }
+        if self.fence {
+            env.push(("REPLICA_FENCE", "1".to_owned()));
+        }
         env
     }
 
@@ -180,6 +186,9 @@ impl ReplicaSpec {
         }
         if self.wake {
             a.push("--wake".to_owned());
+        }
+        if self.fence {
+            a.push("--fence".to_owned());
         }
         for l in &self.fail_loops {
             a.extend(["--fail-loop".to_owned(), l.clone()]);

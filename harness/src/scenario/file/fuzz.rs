@@ -173,6 +173,7 @@ const EXPECT_KEYS: &[&str] = &[
     "event",
     "gauge_sum_reaches",
     "granted_at_once",
+    "fence_tokens_rise",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",
@@ -265,10 +266,12 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
         ]
         .boxed(),
         "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
-        "gauge_sum_reaches" | "granted_at_once" | "lock_rows_at_most" | "work_rows"
-        | "fence_rejects" | "readyz" | "seed" => prop_oneof![(0i64..600), any::<i64>()]
-            .prop_map(Value::Integer)
-            .boxed(),
+        "gauge_sum_reaches" | "granted_at_once" | "fence_tokens_rise" | "lock_rows_at_most"
+        | "work_rows" | "fence_rejects" | "readyz" | "seed" => {
+            prop_oneof![(0i64..600), any::<i64>()]
+                .prop_map(Value::Integer)
+                .boxed()
+        }
         "clauses" | "log" | "args" => strings().boxed(),
         "control" => (
             select(&["loop", "worker"][..]),
@@ -321,6 +324,7 @@ const KINDS: &[&str] = &[
     "event",
     "gauge_sum_reaches",
     "granted_at_once",
+    "fence_tokens_rise",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",

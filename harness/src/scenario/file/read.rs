@@ -196,6 +196,7 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         ("event", raw.event.is_some()),
         ("gauge_sum_reaches", raw.gauge_sum_reaches.is_some()),
         ("granted_at_once", raw.granted_at_once.is_some()),
+        ("fence_tokens_rise", raw.fence_tokens_rise.is_some()),
         ("lock_rows_at_most", raw.lock_rows_at_most.is_some()),
         ("work_rows", raw.work_rows.is_some()),
         ("fence_rejects", raw.fence_rejects.is_some()),
@@ -401,6 +402,8 @@ impl Reader {
             Expect::GaugeSumReaches(n)
         } else if let Some(n) = raw.granted_at_once {
             Expect::GrantedAtOnce(n)
+        } else if let Some(n) = raw.fence_tokens_rise {
+            Expect::FenceTokensRise(n)
         } else if let Some(n) = raw.lock_rows_at_most {
             Expect::LockRowsAtMost(n)
         } else if let Some(n) = raw.work_rows {

@@ -148,6 +148,7 @@ impl Gen {
                 level,
                 guard: self.rng.bool().then(|| self.rng.bool()),
                 wake: self.rng.bool(),
+                fence: self.rng.bool(),
                 pool_max_lifetime: self.rng.bool().then(|| self.span()),
                 start_after: self.rng.bool().then(|| self.span()),
                 postgres_from: self.rng.bool().then(|| self.rng.u32(13..=17)),
@@ -286,7 +287,8 @@ impl Gen {
             .into_iter()
             .chain(all::<EventKind>().into_iter().map(Awaited::Event))
             .collect();
-        match self.rng.usize(0..9) {
+        match self.rng.usize(0..10) {
+            9 => Expect::FenceTokensRise(self.rng.usize(0..1_000)),
             8 => Expect::GrantedAtOnce(self.rng.usize(0..1_000)),
             7 => Expect::FenceRejects(self.rng.usize(0..1_000)),
             0 => Expect::GaugeSumReaches(self.rng.i64(..)),

@@ -97,6 +97,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         event: None,
         gauge_sum_reaches: None,
         granted_at_once: None,
+        fence_tokens_rise: None,
         lock_rows_at_most: None,
         work_rows: None,
         fence_rejects: None,
@@ -126,6 +127,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         }
         Expect::GaugeSumReaches(n) => raw.gauge_sum_reaches = Some(*n),
         Expect::GrantedAtOnce(n) => raw.granted_at_once = Some(*n),
+        Expect::FenceTokensRise(n) => raw.fence_tokens_rise = Some(*n),
         Expect::LockRowsAtMost(n) => raw.lock_rows_at_most = Some(*n),
         Expect::WorkRows(n) => raw.work_rows = Some(*n),
         Expect::FenceRejects(n) => raw.fence_rejects = Some(*n),

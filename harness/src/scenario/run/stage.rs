@@ -225,6 +225,7 @@ async fn specs(
         spec.extra_args = decl.args.clone();
         spec.no_shared_session_guard = decl.guard == Some(false);
         spec.wake = decl.wake;
+        spec.fence = decl.fence;
         spec.pool_max_lifetime = decl.pool_max_lifetime.map(|l| l.at(t));
         spec.stderr_log = Some(evidence.replica_log(name));
         if let Some(path) = DbPath::replica_path(decl.path) {
