@@ -84,6 +84,8 @@ FLAWS = {
                 "never exits"),
     "quiet-acquire": ("RUN-4", "server-restart", "a failed acquire is logged at INFO, not WARN"),
     "quiet-demotion": ("DEM-1", "backend-kill", "a demotion is logged at INFO, not WARN"),
+    "pool-forever": ("SESS-1", "pool-lifetime", "ignores REPLICA_POOL_MAX_LIFETIME_MS: its pool "
+                     "never retires a connection"),
     "fence-counter": ("X-FENCE", "fenced-write", "with REPLICA_FENCE=1, each term's token is the "
                       "replica's own count of its terms, not drawn from the fence's sequence"),
 }
@@ -460,6 +462,8 @@ async def paced(period, stop, step):
 
 async def main(objid, flaw_name):
     replica = common.Replica()
+    if flaw_name == "pool-forever":
+        replica.settings.pool_max_lifetime = None
     if replica.settings.dsn is None:
         await replica.without_database()
     else:

@@ -38,7 +38,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 21] = [
+const GALLERY: [(&str, &[&str], &[&str]); 22] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -87,6 +87,9 @@ const GALLERY: [(&str, &[&str], &[&str]); 21] = [
     // Its tokens are its own count of its terms: no term draws one from the sequence on the
     // wire, and its fenced twins are not the fence's (late ones land).
     ("fence-counter", &["X-FENCE"], &["fenced-write"]),
+    // Its lock connection outlives the pool's lifetime only because nothing is retired: the
+    // scenario's premise, checked on the wire, fails.
+    ("pool-forever", &["SESS-1"], &["pool-lifetime"]),
 ];
 
 /// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
@@ -112,6 +115,7 @@ const GALLERY: [(&str, &[&str], &[&str]); 21] = [
 #[case::quiet_acquire("quiet-acquire")]
 #[case::quiet_demotion("quiet-demotion")]
 #[case::fence_counter("fence-counter")]
+#[case::pool_forever("pool-forever")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
     let (_, breaks, scenarios) = (GALLERY.iter())

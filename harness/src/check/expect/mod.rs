@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
-use self::on_the_wire::{fence_tokens_rise, granted_at_once};
+use self::on_the_wire::{fence_tokens_rise, granted_at_once, pool_recycled};
 use self::reports::{log, readyz, readyz_says};
 use self::samples::{fence_rejects, gauge_sum_reaches, lock_rows_at_most, work_rows};
 use self::timing::event;
@@ -135,6 +135,11 @@ pub enum Expect {
     /// X-FENCE on the wire: at least this many terms, each with a token its replica drew from
     /// the fence's sequence on its lock session, every token larger than the term's before.
     FenceTokensRise(usize),
+    /// SESS-1's precondition, on the wire: each replica closed at least this many of its
+    /// connections that never held the lock while the run was watched (its pool retired them,
+    /// as `REPLICA_POOL_MAX_LIFETIME_MS` asks). A program that ignores the variable leaves
+    /// SESS-1 untested, and fails here.
+    PoolRecycled(usize),
     /// The number of granted lock rows stays at most this.
     LockRowsAtMost(usize),
     /// The `leader_work` table ends with exactly this many rows.
@@ -196,6 +201,7 @@ impl Expect {
             | Expect::LockRowsAtMost(_)
             | Expect::GrantedAtOnce(_)
             | Expect::FenceTokensRise(_)
+            | Expect::PoolRecycled(_)
             | Expect::Log { .. } => Level::Process,
             Expect::GaugeSumReaches(_) | Expect::Readyz { .. } => Level::Metrics,
             Expect::WorkRows(_) | Expect::FenceRejects(_) => Level::Work,
@@ -203,11 +209,12 @@ impl Expect {
     }
 
     /// Whether, for a program at `level`, it is decided on the wire, which only the harness's
-    /// own proxy records: `timed_out`, `granted_at_once` and `fence_tokens_rise` always, `demoted` below level 1 (no
+    /// own proxy records: `timed_out`, `granted_at_once`, `fence_tokens_rise` and `pool_recycled`
+    /// always, `demoted` below level 1 (no
     /// gauge to show it).
     pub fn needs_wire(&self, level: Level) -> bool {
         match self {
-            Expect::GrantedAtOnce(_) | Expect::FenceTokensRise(_) => true,
+            Expect::GrantedAtOnce(_) | Expect::FenceTokensRise(_) | Expect::PoolRecycled(_) => true,
             Expect::Event {
                 awaited: Awaited::TimedOut,
                 ..
@@ -340,6 +347,7 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, model: &WireModel, level: Leve
         Expect::GaugeSumReaches(n) => gauge_sum_reaches(*n, facts.entries),
         Expect::GrantedAtOnce(n) => granted_at_once(*n, facts, model),
         Expect::FenceTokensRise(n) => fence_tokens_rise(*n, facts, model),
+        Expect::PoolRecycled(n) => pool_recycled(*n, facts, model),
         Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
         Expect::WorkRows(n) => work_rows(*n, facts.rows),
         Expect::FenceRejects(n) => fence_rejects(*n, facts),

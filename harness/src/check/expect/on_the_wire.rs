@@ -5,9 +5,10 @@
 //! [`FenceTokensRise`](super::Expect::FenceTokensRise)).
 
 use super::{check, Facts, Origin, Who};
-use crate::check::wire::model::{grants_held, LockSession, WireModel};
+use crate::check::wire::model::{grants_held, sampled_until, LockSession, WireModel};
 use crate::check::wire::sql::FENCE_SEQUENCE;
 use crate::check::{in_t, Check, Measure, Unit, Verdict};
+use wiretap::Closer;
 
 /// An acquisition pg_locks showed at `sampled.0` (seen up to `sampled.1` late), timed by the
 /// wire where the proxies kept a journal: the answer of the lock call that granted it, within
@@ -134,6 +135,50 @@ pub(super) fn fence_tokens_rise(n: usize, facts: &Facts, model: &WireModel) -> C
     .with_measures(Some(Measure::at_least(
         "terms on the wire".into(),
         Some(terms.len() as f64),
+        n as f64,
+        Unit::Count,
+    )))
+}
+
+/// [`Expect::PoolRecycled`](super::Expect::PoolRecycled): for each replica, the connections it
+/// closed itself, before the harness stopped watching, that never held the lock: what its pool
+/// retired. The fewest of any replica must reach `n`.
+pub(super) fn pool_recycled(n: usize, facts: &Facts, model: &WireModel) -> Check {
+    let until = sampled_until(facts.entries);
+    let locked: std::collections::BTreeSet<usize> = model.sessions.iter().map(|s| s.conn).collect();
+    let mut retired: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (i, c) in model.conns.iter().enumerate() {
+        let count = retired.entry(c.replica.as_str()).or_default();
+        if !locked.contains(&i) && matches!(c.closed, Some((at, Closer::Client, _)) if at <= until)
+        {
+            *count += 1;
+        }
+    }
+    let fewest = retired.iter().min_by_key(|(_, k)| **k);
+    let verdict = match fewest {
+        Some((_, k)) if *k >= n => Verdict::Valid,
+        _ => Verdict::Invalid,
+    };
+    let message = match fewest {
+        None => "no replica connection on the wire".to_owned(),
+        Some((r, k)) if *k < n => format!(
+            "{r} retired {k} pooled connection(s), fewer than {n}: the program did not honour \
+             REPLICA_POOL_MAX_LIFETIME_MS, so the lock connection's independence from the pool \
+             was not put to the test"
+        ),
+        Some(_) => (retired.iter())
+            .map(|(r, k)| format!("{r} retired {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    check(
+        format!("each pool retired at least {n} connection(s)"),
+        verdict,
+        message,
+    )
+    .with_measures(Some(Measure::at_least(
+        "pooled connections retired (fewest)".into(),
+        fewest.map(|(_, k)| *k as f64),
         n as f64,
         Unit::Count,
     )))

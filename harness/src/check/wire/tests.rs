@@ -93,7 +93,10 @@ impl History {
     }
 
     fn close(&mut self, t_ms: f64, replica: &str, conn: u64) {
-        let by = Closer::Client;
+        self.close_by(t_ms, replica, conn, Closer::Client);
+    }
+
+    fn close_by(&mut self, t_ms: f64, replica: &str, conn: u64, by: Closer) {
         self.wire(
             t_ms,
             replica,
@@ -526,4 +529,55 @@ fn fencing_tokens_must_be_drawn_on_the_lock_session_and_rise() {
         |f, m| decide_at(&ex, f, m, crate::level::Level::Process),
     );
     assert_eq!(untapped.verdict, Verdict::Unknown, "{untapped:?}");
+}
+
+/// SESS-1's premise on the wire: a replica whose pool retired connections (closed by it, never
+/// holding the lock, while the run was watched) passes `pool_recycled = 1`; one that closed none
+/// but its lock connection fails it, naming the contract's variable.
+#[test]
+fn a_pool_that_retires_nothing_leaves_sess_1_untested() {
+    use crate::check::expect::{decide_at, Expect, Expectation};
+    let run_with = |a_retires: bool, b_retires: bool| {
+        let mut h = History::default();
+        h.open(0.0, "a", 1, 10);
+        h.said(1.0, "a", 1, LOCK, "t");
+        h.open(0.0, "a", 2, 11);
+        h.said(5.0, "a", 2, "SELECT 1", "1");
+        if a_retires {
+            h.close(300.0, "a", 2);
+        }
+        h.open(0.0, "b", 1, 20);
+        h.said(3.0, "b", 1, LOCK, "f");
+        if b_retires {
+            h.close(400.0, "b", 1);
+        } else {
+            // The server ended it (a backend kill, its idle timeout): no retirement either.
+            h.close_by(400.0, "b", 1, Closer::Server);
+        }
+        h.close(500.0, "a", 1);
+        h.locks(10.0, 1_000.0, Some((10, "a")));
+        h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        h.entries
+    };
+    let run = |b_retires| run_with(true, b_retires);
+    let ex = Expectation {
+        clause: "SESS-1".into(),
+        expect: Expect::PoolRecycled(1),
+    };
+    let tapped = tapped();
+    let judge = |entries: &[Entry]| {
+        with_facts(entries, &tapped, |f, model| {
+            decide_at(&ex, f, model, crate::level::Level::Process)
+        })
+    };
+    let c = judge(&run(true));
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    let c = judge(&run(false));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert!(c.message.contains("REPLICA_POOL_MAX_LIFETIME_MS"), "{c}");
+    assert!(c.message.starts_with("b retired 0"), "{c}");
+    // The close of a lock connection is no retirement.
+    let c = judge(&run_with(false, true));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    assert!(c.message.starts_with("a retired 0"), "{c}");
 }

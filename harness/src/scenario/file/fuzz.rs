@@ -174,6 +174,7 @@ const EXPECT_KEYS: &[&str] = &[
     "gauge_sum_reaches",
     "granted_at_once",
     "fence_tokens_rise",
+    "pool_recycled",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",
@@ -266,8 +267,8 @@ fn typed(name: &str) -> BoxedStrategy<Value> {
         ]
         .boxed(),
         "absent" => any::<bool>().prop_map(Value::Boolean).boxed(),
-        "gauge_sum_reaches" | "granted_at_once" | "fence_tokens_rise" | "lock_rows_at_most"
-        | "work_rows" | "fence_rejects" | "readyz" | "seed" => {
+        "gauge_sum_reaches" | "granted_at_once" | "fence_tokens_rise" | "pool_recycled"
+        | "lock_rows_at_most" | "work_rows" | "fence_rejects" | "readyz" | "seed" => {
             prop_oneof![(0i64..600), any::<i64>()]
                 .prop_map(Value::Integer)
                 .boxed()
@@ -325,6 +326,7 @@ const KINDS: &[&str] = &[
     "gauge_sum_reaches",
     "granted_at_once",
     "fence_tokens_rise",
+    "pool_recycled",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",

@@ -197,6 +197,7 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         ("gauge_sum_reaches", raw.gauge_sum_reaches.is_some()),
         ("granted_at_once", raw.granted_at_once.is_some()),
         ("fence_tokens_rise", raw.fence_tokens_rise.is_some()),
+        ("pool_recycled", raw.pool_recycled.is_some()),
         ("lock_rows_at_most", raw.lock_rows_at_most.is_some()),
         ("work_rows", raw.work_rows.is_some()),
         ("fence_rejects", raw.fence_rejects.is_some()),
@@ -404,6 +405,8 @@ impl Reader {
             Expect::GrantedAtOnce(n)
         } else if let Some(n) = raw.fence_tokens_rise {
             Expect::FenceTokensRise(n)
+        } else if let Some(n) = raw.pool_recycled {
+            Expect::PoolRecycled(n)
         } else if let Some(n) = raw.lock_rows_at_most {
             Expect::LockRowsAtMost(n)
         } else if let Some(n) = raw.work_rows {

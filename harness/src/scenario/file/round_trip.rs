@@ -287,7 +287,8 @@ impl Gen {
             .into_iter()
             .chain(all::<EventKind>().into_iter().map(Awaited::Event))
             .collect();
-        match self.rng.usize(0..10) {
+        match self.rng.usize(0..11) {
+            10 => Expect::PoolRecycled(self.rng.usize(0..1_000)),
             9 => Expect::FenceTokensRise(self.rng.usize(0..1_000)),
             8 => Expect::GrantedAtOnce(self.rng.usize(0..1_000)),
             7 => Expect::FenceRejects(self.rng.usize(0..1_000)),
