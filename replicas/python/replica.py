@@ -73,6 +73,8 @@ FLAWS = {
                   "transaction, bounded by idle_in_transaction_session_timeout"),
     "half-deadline": ("RUN-5", "slow-leader", "the leader's check gives up after T/2 instead of "
                       "T"),
+    "late-deadline": ("RUN-5", "late-answers", "the leader's check gives up after 1.5T instead "
+                      "of T"),
     "no-deadline": ("DEM-1, DEM-2", "leader-partition", "the leader's check waits for its answer "
                     "however long it takes"),
     "gauge-zero": ("ISL-1, LOOP-1, MET-1", "steady-election", "the gauge is never set to 1"),
@@ -340,7 +342,8 @@ class Elector:
         # pooler answered from another server session than the lock's demotes (as the Rust
         # elector's shared-session guard does; the spec only warns against such poolers).
         sent = time.monotonic()
-        deadline = {"half-deadline": self.t / 2, "no-deadline": None}.get(self.flaw, self.t)
+        deadline = {"half-deadline": self.t / 2, "late-deadline": 1.5 * self.t,
+                    "no-deadline": None}.get(self.flaw, self.t)
         try:
             query = self.lock_conn.execute("SELECT pg_backend_pid()")
             cur = await (query if deadline is None else bounded(query, deadline))

@@ -38,7 +38,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 22] = [
+const GALLERY: [(&str, &[&str], &[&str]); 23] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -62,6 +62,8 @@ const GALLERY: [(&str, &[&str], &[&str]); 22] = [
     ),
     ("xact-lock", &["LOCK-1", "ORPH-1"], &["steady-election"]),
     ("half-deadline", &["RUN-5"], &["slow-leader"]),
+    // Answers that come 1.25T late never demote it: a deadline is a bound above as well.
+    ("late-deadline", &["RUN-5"], &["late-answers"]),
     // A check with no deadline never gives the silent partition up: its lock connection stays
     // open (DEM-1) and its gauge stays 1 until its 4T lease runs out (DEM-2).
     ("no-deadline", &["DEM-1", "DEM-2"], &["leader-partition"]),
@@ -107,6 +109,7 @@ const GALLERY: [(&str, &[&str], &[&str]); 22] = [
 #[case::bigint_key("bigint-key")]
 #[case::xact_lock("xact-lock")]
 #[case::half_deadline("half-deadline")]
+#[case::late_deadline("late-deadline")]
 #[case::no_deadline("no-deadline")]
 #[case::gauge_zero("gauge-zero")]
 #[case::late_work("late-work")]
