@@ -461,6 +461,25 @@ fn a_late_row_is_judged_by_when_its_insert_left_the_writer() {
     let c = judged(late);
     assert_eq!(c.verdict, Verdict::Invalid, "{c}");
     assert!(c.message.contains("sent at 2400 ms"), "{c}");
+    // Sent at 2.401 s, 1 ms after a freeze of the writer (from 800 ms, while it led) was
+    // lifted: the pass was decided before the freeze, which held it (the window the lease
+    // cannot close, README): held, as a write its link held is.
+    let mut frozen: Vec<Entry> = insert(2_401.0, 2_510.0, 1).into();
+    frozen.push(fault(800.0, Verb::Freeze, "a", false));
+    frozen.push(fault(2_400.0, Verb::Freeze, "a", true));
+    let c = judged(frozen);
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
+    // Sent 0.5 s after the thaw: a new pass, decided after the term: late work.
+    let mut after_thaw: Vec<Entry> = insert(2_400.0, 2_510.0, 1).into();
+    after_thaw.push(fault(800.0, Verb::Freeze, "a", false));
+    after_thaw.push(fault(1_900.0, Verb::Freeze, "a", true));
+    assert_eq!(judged(after_thaw).verdict, Verdict::Invalid);
+    // A freeze that began after the term ended held nothing of it.
+    let mut later: Vec<Entry> = insert(2_401.0, 2_510.0, 1).into();
+    later.push(fault(1_500.0, Verb::Freeze, "a", false));
+    later.push(fault(2_400.0, Verb::Freeze, "a", true));
+    assert_eq!(judged(later).verdict, Verdict::Invalid);
     // Another term's INSERT (term 2) says nothing of this row: the fault decides.
     let mut other: Vec<Entry> = insert(900.0, 2_510.0, 1).into();
     if let What::Wire {
