@@ -45,15 +45,15 @@ impl Elector {
         // row broke before their grant.
         let mut waiter: Option<Waiter> = None;
         let mut broken = Broken::default();
-        // X-WAKE's queued attempt, until a check meets a shared session (see `refuse_wake`).
+        // X-WAKE's queued attempt, until a check meets a shared session (see `refuse_wake_if_shared`).
         let mut waking = inner.waiting.clone();
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
                 granted = Waiter::granted(&mut waiter) => {
-                    if matches!(granted, Err(Error::SharedSession)) {
-                        refuse_wake(&mut waking);
+                    if let Err(e) = &granted {
+                        refuse_wake_if_shared(&mut waking, e);
                     }
                     held = woken(inner, granted, &mut broken);
                     continue;
@@ -65,9 +65,7 @@ impl Elector {
                     biased;
                     () = shutdown.cancelled() => break,
                     checked = standby_check(inner) => checked.unwrap_or_else(|e| {
-                        if matches!(e, Error::SharedSession) {
-                            refuse_wake(&mut waking);
-                        }
+                        refuse_wake_if_shared(&mut waking, &e);
                         None
                     }),
                 },
@@ -161,8 +159,8 @@ fn woken(
 /// once at WARN. A queued attempt there would hold one of the pooler's server sessions for as
 /// long as it waits, and its grant would land on a session other clients then share; the checks
 /// every T go on (and the guard keeps refusing to lead on a shared session).
-fn refuse_wake(waking: &mut Option<Arc<str>>) {
-    if waking.take().is_some() {
+fn refuse_wake_if_shared(waking: &mut Option<Arc<str>>, e: &Error) {
+    if matches!(e, Error::SharedSession) && waking.take().is_some() {
         tracing::warn!(
             "background leader: waking is off: {}; a queued attempt would hold a server \
              session of the pooler for as long as it waits, so the standby checks every T only",

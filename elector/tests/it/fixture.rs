@@ -95,3 +95,16 @@ pub async fn lock_pid(observer: &tokio_postgres::Client) -> i32 {
     assert_eq!(rows.len(), 1, "one lock row: {rows:?}");
     rows[0].0
 }
+
+/// Sessions waiting in the lock queue for the spec's key (the test's own query).
+pub async fn queued(observer: &tokio_postgres::Client) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
+             AND objid = 1 AND objsubid = 2 AND NOT granted",
+            &[],
+        )
+        .await
+        .expect("pg_locks")
+        .get(0)
+}

@@ -209,16 +209,11 @@ async fn waking_is_refused_where_the_guard_sees_a_shared_session() {
     );
     let churn = logs.matching("background leader: the queued attempt keeps failing");
     assert!(churn.is_empty(), "queued attempts kept failing: {churn:#?}");
-    let queued: i64 = observer
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
-             AND objid = 1 AND objsubid = 2 AND NOT granted",
-            &[],
-        )
-        .await
-        .expect("pg_locks")
-        .get(0);
-    assert_eq!(queued, 0, "a session is still queued on the key");
+    assert_eq!(
+        queued(&observer).await,
+        0,
+        "a session is still queued on the key"
+    );
     for (stop, run) in running {
         halt(stop, run).await;
     }

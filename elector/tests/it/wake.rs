@@ -26,19 +26,6 @@ async fn waking(pg: &Pg, app: &str) -> Elector {
     Elector::new(Config::new(pool).check_interval(T_WAKE).wake(true)).expect("elector")
 }
 
-/// Sessions waiting in the lock queue for the spec's key (the test's own query).
-async fn queued(observer: &tokio_postgres::Client) -> i64 {
-    observer
-        .query_one(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886156915 \
-             AND objid = 1 AND objsubid = 2 AND NOT granted",
-            &[],
-        )
-        .await
-        .expect("pg_locks")
-        .get(0)
-}
-
 /// Waits until a session is queued on the key (the standby's waiter), at most 2·T_WAKE.
 async fn until_queued(observer: &tokio_postgres::Client) {
     let start = Instant::now();
