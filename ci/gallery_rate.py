@@ -37,7 +37,7 @@ def runs_of(flaw, table, repeat):
     """The clauses failed in each of `repeat` runs of `flaw` (a list of sets)."""
     out = os.path.join("target", "gallery-rate", flaw)
     cmd = [HARNESS, "run", "--replica-cmd", f"python3 {SCRIPT} --flaw {flaw}",
-           "--replica-level", "2", "--replica-features", "fence",
+           "--replica-level", "2", "--replica-features", "fence,verify",
            "--repeat", str(repeat), "--out", out,
            *table["scenarios"]]
     # A flawed program fails clauses: the harness exits 1 then, and that is the point.

@@ -28,7 +28,9 @@ class Settings:
     REPLICA_CHECK_INTERVAL_MS, and the contract variables a scenario may set:
     REPLICA_POOL_MAX_LIFETIME_MS (the pool retires a connection older than this),
     REPLICA_SHARED_SESSION_GUARD=0 (POOL-1's guard off, for the pooler's hazard) and
-    REPLICA_FENCE=1 (X-FENCE: each term draws a token; leader-only work writes a fenced twin)."""
+    REPLICA_FENCE=1 (X-FENCE: each term draws a token; leader-only work writes a fenced twin) and
+    REPLICA_VERIFY_LOCK=1 (X-VERIFY: the leader's check also asks pg_locks whether its session
+    still holds the lock)."""
 
     def __init__(self):
         self.dsn = os.environ.get("PLEXSPHERE_DSN") or None
@@ -42,6 +44,8 @@ class Settings:
         self.pool_max_lifetime = lifetime / 1000.0 if lifetime > 0 else None
         self.guard = os.environ.get("REPLICA_SHARED_SESSION_GUARD", "1") != "0"
         self.fence = os.environ.get("REPLICA_FENCE", "0").lower() in ("1", "true", "on", "yes")
+        self.verify = os.environ.get("REPLICA_VERIFY_LOCK", "0").lower() in ("1", "true", "on",
+                                                                              "yes")
 
 
 def logger(name):

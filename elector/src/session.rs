@@ -316,36 +316,34 @@ impl LockSession {
         };
         let (term, backend_pid) = (self.info.number, self.info.backend_pid);
         match &outcome {
-            Release::Unlocked => {
+            Unlock::Unlocked => {
                 tracing::info!(term, backend_pid, "background leader lock released");
             }
-            Release::Refused { reason } => tracing::warn!(term, backend_pid, error = %reason,
+            Unlock::Refused { reason } => tracing::warn!(term, backend_pid, error = %reason,
                 "background leader unlock refused: {reason}; closing the session"),
-            Release::TimedOut => tracing::warn!(
+            Unlock::TimedOut => tracing::warn!(
                 term,
                 backend_pid,
                 "background leader unlock timed out after {UNLOCK_DEADLINE:?}; closing the \
                  session releases the lock"
             ),
-            // The outcome of the term, not of an unlock (which answers one of the above).
-            Release::Slow => {}
         }
         self.close();
-        self.end_term(TermCause::Released, TermEnd::Released(outcome));
+        self.end_term(TermCause::Released, TermEnd::Released(outcome.into()));
     }
 
     /// `pg_advisory_unlock` within [`UNLOCK_DEADLINE`], and what came of it.
-    async fn unlock(&self) -> Release {
+    async fn unlock(&self) -> Unlock {
         match self.query_one_value(sql::UNLOCK, UNLOCK_DEADLINE).await {
-            Ok(Some(v)) if v == "t" => Release::Unlocked,
-            Ok(other) => Release::Refused {
+            Ok(Some(v)) if v == "t" => Unlock::Unlocked,
+            Ok(other) => Unlock::Refused {
                 reason: format!(
                     "pg_advisory_unlock answered {}: the session did not hold the lock",
                     other.as_deref().unwrap_or("nothing")
                 ),
             },
-            Err(Error::Timeout(_)) => Release::TimedOut,
-            Err(e) => Release::Refused {
+            Err(Error::Timeout(_)) => Unlock::TimedOut,
+            Err(e) => Unlock::Refused {
                 reason: e.to_string(),
             },
         }
@@ -461,4 +459,28 @@ pub(crate) fn first_value(messages: &[SimpleQueryMessage]) -> Option<String> {
         SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
         _ => None,
     })
+}
+
+/// What the server said to the graceful unlock: a [`Release`] but [`Release::Slow`], which is
+/// the term's outcome, never an unlock's.
+enum Unlock {
+    /// It answered true.
+    Unlocked,
+    /// It answered false or an error.
+    Refused {
+        /// What it said.
+        reason: String,
+    },
+    /// No answer within [`UNLOCK_DEADLINE`].
+    TimedOut,
+}
+
+impl From<Unlock> for Release {
+    fn from(u: Unlock) -> Release {
+        match u {
+            Unlock::Unlocked => Release::Unlocked,
+            Unlock::Refused { reason } => Release::Refused { reason },
+            Unlock::TimedOut => Release::TimedOut,
+        }
+    }
 }

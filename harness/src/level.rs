@@ -102,7 +102,7 @@ pub enum Need {
 }
 
 /// An opt-in feature beyond the spec that a program may have, and declares
-/// (`--replica-features guard,wake,fence`): a scenario that needs it is not run for a program without
+/// (`--replica-features guard,wake,fence,verify`): a scenario that needs it is not run for a program without
 /// it, and one that turns it off tells the program so through a contract variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -117,11 +117,20 @@ pub enum Feature {
     /// X-FENCE: each term draws a token from the fence's sequence on its lock session, and
     /// leader-only work writes a twin guarded by it; on with `REPLICA_FENCE=1`.
     Fence,
+    /// X-VERIFY: the leader's check also asks whether its session still holds the lock, and
+    /// demotes when it does not (an unlock or `DISCARD ALL` on the lock session); on with
+    /// `REPLICA_VERIFY_LOCK=1`.
+    Verify,
 }
 
 impl Feature {
     /// Every feature, in order.
-    pub const ALL: [Feature; 3] = [Feature::Guard, Feature::Wake, Feature::Fence];
+    pub const ALL: [Feature; 4] = [
+        Feature::Guard,
+        Feature::Wake,
+        Feature::Fence,
+        Feature::Verify,
+    ];
 
     /// Its name on the command line and in scenario files.
     pub fn name(self) -> &'static str {
@@ -129,6 +138,7 @@ impl Feature {
             Feature::Guard => "guard",
             Feature::Wake => "wake",
             Feature::Fence => "fence",
+            Feature::Verify => "verify",
         }
     }
 }
@@ -144,7 +154,7 @@ impl FromStr for Feature {
     fn from_str(s: &str) -> Result<Self, String> {
         (Feature::ALL.into_iter())
             .find(|f| f.name() == s.trim())
-            .ok_or_else(|| format!("feature {s:?}: the features are guard, wake and fence"))
+            .ok_or_else(|| format!("feature {s:?}: the features are guard, wake, fence and verify"))
     }
 }
 

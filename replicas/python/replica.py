@@ -88,6 +88,12 @@ FLAWS = {
     "quiet-demotion": ("DEM-1", "backend-kill", "a demotion is logged at INFO, not WARN"),
     "pool-forever": ("SESS-1", "pool-lifetime", "ignores REPLICA_POOL_MAX_LIFETIME_MS: its pool "
                      "never retires a connection"),
+    "zero-interval": ("CFG-2", "default-interval", "told a CheckInterval of 0, it checks every "
+                      "second instead of the page's default of 5 s"),
+    "silent-acquire": ("CFG-3", "backend-kill", "an acquisition writes no line"),
+    "blind-verify": ("ISL-1, X-VERIFY", "stray-unlock", "with REPLICA_VERIFY_LOCK=1, the "
+                     "leader's check still asks only for an answer, not whether its session "
+                     "holds the lock"),
     "fence-counter": ("X-FENCE", "fenced-write", "with REPLICA_FENCE=1, each term's token is the "
                       "replica's own count of its terms, not drawn from the fence's sequence"),
 }
@@ -233,6 +239,14 @@ class Elector:
             self.try_lock = fenced(self.try_lock, flaw)
         self.token = None
         self.unlock = unlock(objid, flaw)
+        # X-VERIFY (REPLICA_VERIFY_LOCK=1): the check asks pg_locks whether this session still
+        # holds the key (the two-int4 form shows as classid, objid and objsubid 2); flaw
+        # blind-verify declares it and asks nothing.
+        self.check_sql = "SELECT pg_backend_pid(), true"
+        if settings.verify and flaw != "blind-verify":
+            self.check_sql = ("SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks WHERE "
+                              "locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND "
+                              f"classid = 1886156915 AND objid = {objid:d} AND objsubid = 2)")
         self.checks = 0
         self.kept = []  # flaw keep-open: demoted lock connections never closed
         self.pool = Pool(settings)
@@ -318,7 +332,9 @@ class Elector:
         self.lock_pid = pid
         self.term += 1
         self.token = token[0] if token else self.term
-        self.log.info("background leader lock acquired term=%d backend_pid=%d", self.term, pid)
+        if self.flaw != "silent-acquire":
+            self.log.info("background leader lock acquired term=%d backend_pid=%d", self.term,
+                          pid)
         if self.flaw == "lock-on-pool":
             self.pool.put(conn)
 
@@ -345,9 +361,9 @@ class Elector:
         deadline = {"half-deadline": self.t / 2, "late-deadline": 1.5 * self.t,
                     "no-deadline": None}.get(self.flaw, self.t)
         try:
-            query = self.lock_conn.execute("SELECT pg_backend_pid()")
+            query = self.lock_conn.execute(self.check_sql)
             cur = await (query if deadline is None else bounded(query, deadline))
-            pid = (await cur.fetchone())[0]
+            pid, held = await cur.fetchone()
         except asyncio.TimeoutError:
             await self.demote(f"no answer to SELECT 1 within {self.t:.3f}s")
             return
@@ -357,6 +373,9 @@ class Elector:
         if pid != self.lock_pid and self.flaw != "lock-on-pool":
             await self.demote(f"the lock session is shared with another client: the check ran on "
                               f"backend {pid}, the lock is on backend {self.lock_pid}")
+            return
+        if not held:
+            await self.demote("the lock session no longer holds the lock")
             return
         self.last_answered_sent = sent
         self.checks += 1
@@ -467,6 +486,8 @@ async def main(objid, flaw_name):
     replica = common.Replica()
     if flaw_name == "pool-forever":
         replica.settings.pool_max_lifetime = None
+    if flaw_name == "zero-interval" and os.environ.get("REPLICA_CHECK_INTERVAL_MS") == "0":
+        replica.settings.t = 1.0
     if replica.settings.dsn is None:
         await replica.without_database()
     else:

@@ -22,11 +22,12 @@ const SEED: u64 = 20_261_205;
 async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
     let script = repo().join("replicas/python/replica.py");
     let template = format!("python3 {} --flaw {flaw}", script.display());
-    // It has X-FENCE (REPLICA_FENCE=1), which `fenced-write` turns on.
+    // It has X-FENCE (REPLICA_FENCE=1), which `fenced-write` turns on, and X-VERIFY
+    // (REPLICA_VERIFY_LOCK=1), which `stray-unlock` does.
     let program = Program::External(
         Command::parse(&template, Level::Work)
             .expect("a template")
-            .with_features([Feature::Fence]),
+            .with_features([Feature::Fence, Feature::Verify]),
     );
     let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("gallery")
@@ -38,7 +39,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 23] = [
+const GALLERY: [(&str, &[&str], &[&str]); 26] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -92,6 +93,13 @@ const GALLERY: [(&str, &[&str], &[&str]); 23] = [
     // Its lock connection outlives the pool's lifetime only because nothing is retired: the
     // scenario's premise, checked on the wire, fails.
     ("pool-forever", &["SESS-1"], &["pool-lifetime"]),
+    // Told 0, it checks every second: a cadence of its own, not the page's default.
+    ("zero-interval", &["CFG-2"], &["default-interval"]),
+    // It declares X-VERIFY and checks with a bare answer: a lock released behind its back goes
+    // unnoticed, its lock connection open and its gauge at 1 while another holds the lock.
+    ("blind-verify", &["ISL-1", "X-VERIFY"], &["stray-unlock"]),
+    // The page asks for a line at each acquisition; it writes none.
+    ("silent-acquire", &["CFG-3"], &["backend-kill"]),
 ];
 
 /// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
@@ -119,6 +127,9 @@ const GALLERY: [(&str, &[&str], &[&str]); 23] = [
 #[case::quiet_demotion("quiet-demotion")]
 #[case::fence_counter("fence-counter")]
 #[case::pool_forever("pool-forever")]
+#[case::zero_interval("zero-interval")]
+#[case::blind_verify("blind-verify")]
+#[case::silent_acquire("silent-acquire")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
     let (_, breaks, scenarios) = (GALLERY.iter())

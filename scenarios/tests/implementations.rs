@@ -170,25 +170,38 @@ async fn the_python_replica_passes_every_clause_decidable_at_level_2() {
     }
 }
 
-/// X-FENCE for a program other than the harness's own: the Python example, which draws each
-/// term's token in its granting statement and writes fenced twins (`REPLICA_FENCE=1`), passes
-/// it at level 2 (the tokens rising on the wire, and the fence rejecting the late twins); the
-/// harness's own replica run as a level-0 program passes it from the wire alone.
+/// A feature beyond the spec, for a program other than the harness's own: the Python example
+/// and the harness's own replica run as a level-0 program, each declaring `feature`, pass
+/// `clause` on `scenario` from outside. X-FENCE: the Python example draws each term's token in
+/// its granting statement and writes fenced twins (`REPLICA_FENCE=1`), passed at level 2 (the
+/// tokens rising on the wire, the fence rejecting the late twins) and from the wire alone.
+/// X-VERIFY: each closes its lock connection within T of a stray unlock (`REPLICA_VERIFY_LOCK=1`,
+/// its check asking pg_locks for its lock), decided from the wire.
+#[rstest::rstest]
+#[case::fence(Feature::Fence, "fenced-write", "X-FENCE")]
+#[case::verify(Feature::Verify, "stray-unlock", "X-VERIFY")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fencing_program_passes_x_fence_from_outside() {
-    let fencing = |p: Program| match p {
-        Program::External(c) => Program::External(c.with_features([Feature::Fence])),
+async fn a_program_with_a_feature_passes_its_clause_from_outside(
+    #[case] feature: Feature,
+    #[case] scenario: &str,
+    #[case] clause: &str,
+) {
+    let declaring = |p: Program| match p {
+        Program::External(c) => Program::External(c.with_features([feature])),
         ours => ours,
     };
     let template = format!("{} replica", ours().display());
     let level0 = Program::External(Command::parse(&template, Level::Process).unwrap());
     for (label, program) in [
-        ("python-fence", fencing(python("python", Level::Work))),
-        ("ours-level-0-fence", fencing(level0)),
+        (
+            format!("python-{feature}"),
+            declaring(python("python", Level::Work)),
+        ),
+        (format!("ours-level-0-{feature}"), declaring(level0)),
     ] {
-        let (report, verdicts) = report_on(label, program, &["fenced-write"]).await;
+        let (report, verdicts) = report_on(&label, program, &[scenario]).await;
         assert_eq!(
-            verdicts.get("X-FENCE"),
+            verdicts.get(clause),
             Some(&ClauseVerdict::Pass),
             "{label}: {}",
             failures(&report)

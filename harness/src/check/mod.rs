@@ -384,7 +384,7 @@ fn continuous(facts: &Facts, model: &WireModel, level: Level) -> Vec<(Level, Che
             .filter(|c| c.verdict != Verdict::Unknown || c.needs.is_some() || !has_wire)
             .map(|c| (Level::Process, c)),
     );
-    if facts.rows.iter().any(|r| !r.loop_name.contains(':')) {
+    if facts.rows.iter().any(|r| !r.is_gated_step()) {
         checks.push((
             Level::Work,
             work_only_from_leader_at(entries, model, facts.rows, end_ms, b, facts.pooled, level),

@@ -25,6 +25,21 @@ pub struct WorkRow {
     pub fence: Option<i64>,
 }
 
+impl WorkRow {
+    /// Whether it is a gated step of a loop that runs on every replica (LOOP-3), not a pass of
+    /// leader-only work: such a row is named `<loop>:<step>` ([`is_gated_step`]).
+    pub fn is_gated_step(&self) -> bool {
+        is_gated_step(&self.loop_name)
+    }
+}
+
+/// Whether a `leader_work` row's loop name is a gated step's, `<loop>:<step>` (the harness's
+/// own replica writes one for each step its gate lets through, LOOP-3), the one place that
+/// reads that convention.
+pub fn is_gated_step(loop_name: &str) -> bool {
+    loop_name.contains(':')
+}
+
 /// When each term began: every `acquired`, by replica. (A leadership span can also begin at a
 /// thaw, which resumes an old term and draws no token: [`leadership_spans`].)
 fn grants(entries: &[Entry]) -> Vec<(&str, f64)> {
@@ -80,7 +95,7 @@ impl FenceTally {
             .map(|r| r.replica.as_str())
             .collect();
         let late = (rows.iter())
-            .filter(|r| fencing.contains(r.replica.as_str()) && !r.loop_name.contains(':'))
+            .filter(|r| fencing.contains(r.replica.as_str()) && !r.is_gated_step())
             .filter(|r| newer_term_began(r, &grants, slack));
         let mut tally = FenceTally::default();
         for row in late {
@@ -222,7 +237,7 @@ fn unlanded_inserts(conns: &[wire::model::Conn]) -> Vec<(&str, f64)> {
     (conns.iter())
         .flat_map(|c| c.statements.iter().map(move |s| (c.replica.as_str(), s)))
         .filter(|(_, s)| {
-            writes_work(s) && !s.succeeded() && !s.params.iter().flatten().any(|p| p.contains(':'))
+            writes_work(s) && !s.succeeded() && !s.params.iter().flatten().any(|p| is_gated_step(p))
         })
         .map(|(r, s)| (r, s.sent_ms))
         .collect()
@@ -307,7 +322,7 @@ pub fn work_only_from_leader_at(
     };
     let in_overlap = |t: f64| windows.iter().any(|w| near(t, w));
     let (mut bad, mut held) = (Vec::new(), 0usize);
-    for row in rows.iter().filter(|r| !r.loop_name.contains(':')) {
+    for row in rows.iter().filter(|r| !r.is_gated_step()) {
         // A fenced row is the fence's claim: it lands only while no newer term has begun.
         if let Some(fence) = row.fence {
             if newer_term_began(row, &grants, slack) {

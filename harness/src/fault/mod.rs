@@ -14,6 +14,7 @@
 //! | [`latency`](Nemesis::latency) | round trip + d ± jitter | [`clear_latency`](Nemesis::clear_latency) |
 //! | [`reset`](Nemesis::reset) | connections closed, new ones reset (RST), until healed | [`heal`](Nemesis::heal) |
 //! | [`disable`](Nemesis::disable) | proxy closed: connections closed, new ones refused | [`enable`](Nemesis::enable) |
+//! | [`unlock`](Nemesis::unlock) | `pg_advisory_unlock_all()` run by a replica's proxy on each of its idle sessions, unseen by the replica (a stray unlock, a pool's `DISCARD ALL`); the workspace's proxy only | none |
 //! | [`kill_backend_of`](Nemesis::kill_backend_of) | `pg_terminate_backend` of a replica's lock session | none |
 //! | [`restart_server`](Nemesis::restart_server) | PostgreSQL stopped and started | none (the history shows it lifted when the server is back: [`FaultRecord::marks`]) |
 //! | [`stop_server`](Nemesis::stop_server) | PostgreSQL stopped | [`start_server`](Nemesis::start_server) |
@@ -42,6 +43,10 @@ use serde::{Deserialize, Serialize};
 
 pub use nemesis::{Nemesis, ProcessTarget, Processes};
 
+/// What [`Verb::Unlock`] has a replica's proxy run on its sessions ([`Nemesis::unlock`]); the
+/// wire journal records it as sent, and X-VERIFY's check knows the fault by it.
+pub const UNLOCK_ALL: &str = "SELECT pg_advisory_unlock_all()";
+
 /// A fault verb, named as scenario files name it (`partition`, `kill-backend`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -56,6 +61,9 @@ pub enum Verb {
     Reset,
     /// A replica's proxy closed ([`Nemesis::disable`]).
     Disable,
+    /// Every advisory lock of a replica's sessions released behind its back
+    /// ([`Nemesis::unlock`]).
+    Unlock,
     /// The replica's lock backend terminated ([`Nemesis::kill_backend_of`]).
     KillBackend,
     /// PostgreSQL restarted ([`Nemesis::restart_server`]).
@@ -74,12 +82,13 @@ pub enum Verb {
 
 impl Verb {
     /// Every verb, in declaration order.
-    pub const ALL: [Verb; 12] = [
+    pub const ALL: [Verb; 13] = [
         Verb::Partition,
         Verb::Stall,
         Verb::Latency,
         Verb::Reset,
         Verb::Disable,
+        Verb::Unlock,
         Verb::KillBackend,
         Verb::RestartServer,
         Verb::StopServer,
@@ -119,7 +128,7 @@ pub enum Subject {
 }
 
 impl Verb {
-    /// What lifts this verb; `None` for a one-shot verb (nothing to undo: `kill-backend`,
+    /// What lifts this verb; `None` for a one-shot verb (nothing to undo: `unlock`, `kill-backend`,
     /// `restart-server`, `kill`, `terminate`, `restart`).
     pub fn inverse(self) -> Option<Lift> {
         match self {
@@ -128,7 +137,8 @@ impl Verb {
             Verb::Disable => Some(Lift::Enable),
             Verb::StopServer => Some(Lift::StartServer),
             Verb::Freeze => Some(Lift::Thaw),
-            Verb::KillBackend
+            Verb::Unlock
+            | Verb::KillBackend
             | Verb::RestartServer
             | Verb::Kill
             | Verb::Terminate
@@ -139,9 +149,12 @@ impl Verb {
     /// What the verb acts on.
     pub fn subject(self) -> Subject {
         match self {
-            Verb::Partition | Verb::Stall | Verb::Latency | Verb::Reset | Verb::Disable => {
-                Subject::Link
-            }
+            Verb::Partition
+            | Verb::Stall
+            | Verb::Latency
+            | Verb::Reset
+            | Verb::Disable
+            | Verb::Unlock => Subject::Link,
             Verb::KillBackend => Subject::Backend,
             Verb::RestartServer | Verb::StopServer => Subject::Server,
             Verb::Kill | Verb::Freeze | Verb::Terminate | Verb::Restart => Subject::Process,

@@ -121,6 +121,7 @@ impl Nemesis {
             Verb::Latency => self.latency(target, delay.latency, delay.jitter).await,
             Verb::Reset => self.reset(target).await,
             Verb::Disable => self.disable(target).await,
+            Verb::Unlock => self.unlock(target).await,
             Verb::KillBackend if target == SERVER => self.kill_lock_holder().await,
             Verb::KillBackend => self.kill_backend_of(target).await,
             Verb::RestartServer => self.restart_server().await,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use tokio::time::Instant;
 
-use super::{FaultRecord, Nemesis, Verb};
+use super::{FaultRecord, Nemesis, Verb, UNLOCK_ALL};
 use crate::topology::proxy::{Stream, Toxic};
 
 /// A partition's toxics, on each stream: drop every byte (`timeout` 0), and hold every close for
@@ -17,6 +17,11 @@ const PARTITION: [Toxic; 2] = [
     Toxic::Timeout { timeout: 0 },
     Toxic::SlowClose { delay: 86_400_000 },
 ];
+
+/// How long a session busy with a statement of the replica's may take to go idle and still be
+/// unlocked: a check takes milliseconds; a session queued in `pg_advisory_lock` never goes
+/// idle, and is left alone.
+const UNLOCK_WITHIN: Duration = Duration::from_secs(1);
 
 /// The verbs a [`heal`](Nemesis::heal) lifts, with their toxics.
 const HEALED: [(Verb, &[Toxic]); 3] = [
@@ -111,6 +116,31 @@ impl Nemesis {
             replica,
             false,
             format!("reset {replica} (RST on the next data)"),
+            started,
+        ))
+    }
+
+    /// Releases every advisory lock `replica`'s sessions hold, behind its back: its proxy runs
+    /// [`UNLOCK_ALL`] on each of its connections' sessions once it is idle between the
+    /// replica's statements (within [`UNLOCK_WITHIN`]), and neither the statement nor its
+    /// answer reaches the replica: what a stray unlock, or a pool's `DISCARD ALL`, does to a
+    /// session. A leader whose check verifies its lock (X-VERIFY) notices at its next check;
+    /// one that only runs `SELECT 1` goes on believing it leads. Needs the workspace's proxy
+    /// (upstream Toxiproxy cannot).
+    ///
+    /// # Errors
+    /// No such proxy, or the proxy cannot inject a statement.
+    pub async fn unlock(&self, replica: &str) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        (self.topology.toxiproxy())
+            .inject(&proxy, UNLOCK_ALL, UNLOCK_WITHIN)
+            .await?;
+        Ok(self.record(
+            Verb::Unlock,
+            replica,
+            false,
+            format!("{UNLOCK_ALL} on the sessions of {replica}, behind its back"),
             started,
         ))
     }

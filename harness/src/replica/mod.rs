@@ -118,9 +118,9 @@ pub struct ReplicaArgs {
     #[arg(long, env = ENV_DSN, hide_env_values = true)]
     pub dsn: Option<String>,
 
-    /// The elector's check interval T, in milliseconds.
-    #[arg(long, env = "REPLICA_CHECK_INTERVAL_MS", default_value_t = 5000,
-          value_parser = clap::value_parser!(u64).range(1..))]
+    /// The elector's check interval T, in milliseconds; 0 hands the elector a zero interval,
+    /// which it takes as its default, 5 s (CFG-2).
+    #[arg(long, env = "REPLICA_CHECK_INTERVAL_MS", default_value_t = 5000)]
     pub check_interval_ms: u64,
 
     /// The HTTP listen address (`/metrics`, `/readyz`, `/workers`, `/leader`, `/control`).
@@ -188,12 +188,18 @@ pub struct ReplicaArgs {
 }
 
 impl ReplicaArgs {
+    /// The interval as told: zero asks the elector for its default.
     fn check_interval(&self) -> Duration {
         Duration::from_millis(self.check_interval_ms)
     }
 
+    /// The loops' cadence: `--tick-ms`, else the interval the elector runs at.
     fn tick(&self) -> Duration {
-        Duration::from_millis(self.tick_ms.unwrap_or(self.check_interval_ms))
+        match self.tick_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None if self.check_interval_ms == 0 => elector::DEFAULT_CHECK_INTERVAL,
+            None => self.check_interval(),
+        }
     }
 
     fn budget(&self) -> RestartBudget {

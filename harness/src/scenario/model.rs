@@ -32,6 +32,10 @@ pub struct Scenario {
     pub t: Option<Span>,
     /// The cadence of the ticked loops (default: T).
     pub tick: Option<Span>,
+    /// Every replica is told a CheckInterval of 0 (`REPLICA_CHECK_INTERVAL_MS=0`), which the
+    /// page says uses the default, and the scenario runs at that default,
+    /// [`SPEC_DEFAULT_INTERVAL`]: its cadence checks decide CFG-2.
+    pub default_interval: bool,
     /// The seed of the scenario's random choices (which replica a `standby` target picks), so
     /// that a recorded schedule replays the same (default: the run's `--seed`).
     pub seed: Option<u64>,
@@ -50,10 +54,28 @@ pub struct Scenario {
     pub expect: Vec<Expectation>,
 }
 
+/// The page's default CheckInterval: "CheckInterval time.Duration 5s (DefaultCheckInterval)
+/// ... Zero or a negative value uses the default" (CFG-2).
+pub const SPEC_DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Scenario {
-    /// The T this scenario runs at: its own `t`, else the run's.
+    /// The T this scenario runs at: the page's default when its replicas are told 0, else its
+    /// own `t`, else the run's.
     pub fn interval(&self, run_t: std::time::Duration) -> std::time::Duration {
+        if self.default_interval {
+            return SPEC_DEFAULT_INTERVAL;
+        }
         self.t.map_or(run_t, |own| own.at(run_t))
+    }
+
+    /// The CheckInterval each replica is told when the scenario runs at `t`: zero when the
+    /// scenario asks for the program's default.
+    pub fn told_interval(&self, t: std::time::Duration) -> std::time::Duration {
+        if self.default_interval {
+            std::time::Duration::ZERO
+        } else {
+            t
+        }
     }
 
     /// Each replica's program: its own `cmd`, else the run's `program`.
@@ -114,6 +136,16 @@ impl Scenario {
             tapped,
             hops,
             waking,
+            default_interval: self.default_interval,
+            stray_unlocks: (self.steps.iter()).any(|s| {
+                matches!(
+                    s,
+                    Step::Fault {
+                        verb: crate::fault::Verb::Unlock,
+                        ..
+                    }
+                )
+            }),
         }
     }
 
@@ -250,6 +282,10 @@ pub struct ReplicaDecl {
     /// program that has it (`--replica-features fence`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fence: bool,
+    /// X-VERIFY on (`REPLICA_VERIFY_LOCK=1`): the leader's check also verifies that its session
+    /// holds the lock; needs a program that has it (`--replica-features verify`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
     /// The program's pool retires its connections after this long
     /// (`REPLICA_POOL_MAX_LIFETIME_MS`, SESS-1's "pool max lifetime far below the run time").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -288,6 +324,9 @@ impl ReplicaDecl {
         }
         if self.fence {
             v.push(Feature::Fence);
+        }
+        if self.verify {
+            v.push(Feature::Verify);
         }
         v
     }

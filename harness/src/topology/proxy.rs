@@ -478,6 +478,32 @@ impl Toxiproxy {
         bail!("toxiproxy: GET {url}: {status}: {}", text.trim())
     }
 
+    /// Makes each live connection of proxy `name` run `sql` on its session, once, as soon as
+    /// the session is idle within `within` (an extension of the API that the workspace's server
+    /// has and upstream Toxiproxy has not).
+    ///
+    /// # Errors
+    /// No such proxy, an upstream Toxiproxy (no such route), or the API did not answer.
+    pub async fn inject(&self, name: &str, sql: &str, within: Duration) -> anyhow::Result<()> {
+        let url = format!("http://{}{}", self.api, wiretap::inject_path(name));
+        let body = wiretap::Injection {
+            sql: sql.to_owned(),
+            within_ms: u64::try_from(within.as_millis()).unwrap_or(u64::MAX),
+        };
+        let response = (self.http.post(&url).json(&body).send().await)
+            .with_context(|| format!("toxiproxy: POST {url}"))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let text = response.text().await.unwrap_or_default();
+        let api_error = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+        if status == reqwest::StatusCode::NOT_FOUND && !api_error {
+            bail!("toxiproxy: POST {url}: this Toxiproxy cannot run a statement on a session (needs the harness's proxy)");
+        }
+        bail!("toxiproxy: POST {url}: {status}: {}", text.trim())
+    }
+
     async fn post_toxic(&self, name: &str, stream: Stream, toxic: &Toxic) -> anyhow::Result<()> {
         let url = format!("http://{}/proxies/{name}/toxics", self.api);
         let body = serde_json::json!({

@@ -43,6 +43,7 @@ impl Incident {
             clauses: Vec::new(),
             t: Some(Span::Abs(t)),
             tick: None,
+            default_interval: false,
             seed: None,
             invariants: invariants_for(&replicas),
             story: Story::Full,

@@ -69,7 +69,8 @@ fn run_replica(args: &[&str]) -> (Option<i32>, String) {
 /// A bad flag, an invalid DSN or an unknown loop name: non-zero exit and a clear message.
 #[test]
 fn bad_flags_fail_clearly() {
-    let (code, err) = run_replica(&["--name", "b", "--check-interval-ms", "0"]);
+    // 0 is taken (the elector's default, CFG-2); a word is not a number.
+    let (code, err) = run_replica(&["--name", "b", "--check-interval-ms", "soon"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--check-interval-ms"), "{err}");
     let (code, err) = run_replica(&["--name", "b", "--bogus"]);

@@ -103,7 +103,7 @@ async fn a_level_3_program_that_prints_garbage_is_refused() {
 async fn replica_flags_are_refused_for_another_program() {
     let program = Program::External(Command::parse("sleep 30", Level::Process).unwrap());
     let mut spec = ReplicaSpec::new("r1", T);
-    spec.verify_lock = true;
+    spec.fail_loops = vec!["invitations-expire".into()];
     let e = format!(
         "{:#}",
         ReplicaProcess::spawn_program(program, spec)
@@ -111,7 +111,7 @@ async fn replica_flags_are_refused_for_another_program() {
             .unwrap_err()
     );
     assert!(
-        e.contains("--verify-lock only the harness's own replica takes"),
+        e.contains("--fail-loop only the harness's own replica takes"),
         "{e}"
     );
 }

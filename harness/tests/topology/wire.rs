@@ -123,3 +123,96 @@ fn serde_json_lines(records: &[Record]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The count of advisory locks `pid` holds, as the server says.
+async fn locks_of(observer: &tokio_postgres::Client, pid: i32) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 AND granted",
+            &[&pid],
+        )
+        .await
+        .expect("pg_locks")
+        .get(0)
+}
+
+/// A statement injected by the proxy runs on the idle session of each of its connections,
+/// between the client's statements: the client's lock is gone (as after a stray
+/// `pg_advisory_unlock_all()` or `DISCARD ALL`), the client is told nothing and its next
+/// statements get their own answers, and the journal records the injection; a session that
+/// stays busy past the window is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_statement_runs_on_the_idle_session_unseen_by_its_client() {
+    let topology = Topology::start(TopologyConfig::docker())
+        .await
+        .expect("topology");
+    let proxy = topology
+        .add_proxy("r1", ReplicaPath::Direct)
+        .await
+        .expect("proxy");
+    let observer = topology.observer().await.expect("observer");
+    let c = client(&proxy.dsn(), "r1").await;
+    let pid = backend_pid(&c).await;
+    c.simple_query("SELECT pg_try_advisory_lock(1886156915, 1)")
+        .await
+        .expect("lock");
+    assert_eq!(locks_of(&observer, pid).await, 1);
+    let sent = monotonic_us();
+    (topology.toxiproxy())
+        .inject(
+            "r1",
+            "SELECT pg_advisory_unlock_all()",
+            Duration::from_secs(1),
+        )
+        .await
+        .expect("inject");
+    testkit::eventually(Duration::from_secs(5), || async {
+        locks_of(&observer, pid).await == 0
+    })
+    .await
+    .expect("the injected unlock ran on the client's session");
+    // The client's own statements still get their own answers, on the same session.
+    assert_eq!(backend_pid(&c).await, pid);
+    let held: bool = c
+        .query_one("SELECT pg_try_advisory_lock(1886156915, 1)", &[])
+        .await
+        .expect("lock again")
+        .get(0);
+    assert!(held);
+    // A session busy past the window (a statement sleeping 1 s) is left alone.
+    let sleeping = c.simple_query("SELECT pg_sleep(1)");
+    let injected = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        (topology.toxiproxy())
+            .inject(
+                "r1",
+                "SELECT pg_advisory_unlock_all()",
+                Duration::from_millis(300),
+            )
+            .await
+    };
+    let (slept, injected) = tokio::join!(sleeping, injected);
+    slept.expect("the client's sleep");
+    injected.expect("inject");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(locks_of(&observer, pid).await, 1, "busy past the window");
+    let mut seen = Vec::new();
+    records(&topology, "r1", &mut seen).await;
+    let injections: Vec<u64> = (seen.iter())
+        .filter(|r| matches!(&r.event, WireEvent::Injected { sql } if sql == "SELECT pg_advisory_unlock_all()"))
+        .map(|r| r.at_us)
+        .collect();
+    assert_eq!(injections.len(), 1, "{}", serde_json_lines(&seen));
+    assert!(injections[0] >= sent);
+    // The tap saw none of the injected answer: every answer is to a statement of the client.
+    let asked: Vec<u64> = (seen.iter())
+        .filter_map(|r| match r.event {
+            WireEvent::Statement { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    assert!(seen.iter().all(|r| match r.event {
+        WireEvent::Answer { id, .. } => asked.contains(&id),
+        _ => true,
+    }));
+}

@@ -16,6 +16,7 @@
 //! | `POST`/`PATCH /proxies/{p}/toxics/{t}` | 200 toxic; 400, 404 |
 //! | `DELETE /proxies/{p}/toxics/{t}` | 204; 404 |
 //! | `GET /proxies/{p}/journal?after=SEQ&limit=N` | 200 [`wiretap::Page`]; 404 (an extension: upstream has no such route) |
+//! | `POST /proxies/{p}/inject` [`wiretap::Injection`] | 204; 400, 404 (an extension: each live connection runs the statement on its idle session, [`wiretap::WireEvent::Injected`]) |
 //!
 //! Errors are `{"error": "...", "status": N}`. Like upstream, a browser user agent
 //! (`Mozilla/...`) is refused with 403.
@@ -59,6 +60,7 @@ pub(crate) fn router(state: AppState) -> Router {
                 .delete(proxy_delete),
         )
         .route("/proxies/{proxy}/journal", get(journal))
+        .route("/proxies/{proxy}/inject", post(inject))
         .route(
             "/proxies/{proxy}/toxics",
             get(toxic_index).post(toxic_create),
@@ -208,6 +210,21 @@ struct JournalQuery {
     after: u64,
     /// The most records to answer.
     limit: Option<usize>,
+}
+
+/// `POST /proxies/{p}/inject`: each of the proxy's connections runs the statement once on its
+/// session, when idle within the window (an extension: upstream has no such route).
+async fn inject(
+    State(state): State<AppState>,
+    Path(proxy): Path<String>,
+    body: Bytes,
+) -> ApiResult<StatusCode> {
+    let proxies = state.lock().await;
+    proxies.show(&proxy)?;
+    let injection: wiretap::Injection =
+        serde_json::from_value(parse_body(&body)?).map_err(ApiError::bad_body)?;
+    proxies.inject(&proxy, injection)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn journal(

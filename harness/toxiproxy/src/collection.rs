@@ -84,6 +84,13 @@ impl Proxies {
             .ok_or_else(ApiError::proxy_not_found)
     }
 
+    /// `POST /proxies/{name}/inject`: the proxy's connections run `injection`'s statement.
+    pub fn inject(&self, name: &str, injection: wiretap::Injection) -> Result<(), ApiError> {
+        let proxy = self.map.get(name).ok_or_else(ApiError::proxy_not_found)?;
+        proxy.inject(injection);
+        Ok(())
+    }
+
     /// `POST /proxies`: creates (and by default starts) a proxy.
     pub async fn create(&mut self, body: &Value) -> Result<ProxyView, ApiError> {
         let input = parse_proxy_input(body)?;

@@ -18,6 +18,13 @@
 //! for the server's close on the downstream stream. The connection then ends when the toxic
 //! goes, its timer fires, the other peer closes, or the proxy stops. In the upstream mode the
 //! close goes through at once.
+//!
+//! An [`Order`] (`POST /proxies/{p}/inject`) makes the connection run a statement of the
+//! proxy's own on its session: once the session is idle between the client's statements and
+//! nothing is in flight through the toxics, the proxy sends the Query to the server, reads no
+//! more from the client, and takes the answer off the server's stream up to its
+//! ReadyForQuery ([`wiretap::Swallow`]); then the client's traffic flows on. The client never
+//! sees either; the journal records [`wiretap::WireEvent::Injected`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +36,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error};
+
+use wiretap::Swallow;
 
 use crate::journal::{Journal, Observed};
 use crate::link::{Item, Link};
@@ -48,12 +57,23 @@ pub(crate) struct ConnCtx {
     pub toxics: watch::Receiver<Arc<ToxicSet>>,
     /// The proxy's wire journal.
     pub journal: Arc<Journal>,
+    /// The statement the proxy's connections are to run themselves, the latest one.
+    pub orders: watch::Receiver<Option<Arc<Order>>>,
     /// Cancelled when the proxy stops or is deleted.
     pub cancel: CancellationToken,
     /// Randomness for toxicity and jitter.
     pub rng: fastrand::Rng,
     /// What an applied `timeout` toxic does when its input ends.
     pub timeout_mode: TimeoutMode,
+}
+
+/// A statement each live connection runs once on its session, when idle before `until`.
+#[derive(Debug)]
+pub(crate) struct Order {
+    /// The statement.
+    pub sql: String,
+    /// After this a connection that has not gone idle does without.
+    pub until: Instant,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -119,6 +139,7 @@ enum Event {
     Cancelled,
     ToxicsChanged(bool),
     Read { upstream: bool, n: Option<usize> },
+    Ordered,
     Wrote { upstream: bool, n: Option<usize> },
     Timer,
 }
@@ -147,11 +168,16 @@ async fn pump(
     let (mut sr, mut sw) = server.split();
     let ConnCtx {
         toxics,
+        orders,
         cancel,
         rng,
         timeout_mode,
         ..
     } = ctx;
+    // An order given before the connection opened is not its.
+    orders.borrow_and_update();
+    let mut order: Option<Arc<Order>> = None;
+    let mut swallow: Option<Swallow> = None;
     let mode = *timeout_mode;
     let now = Instant::now();
     let mut up = Side {
@@ -189,6 +215,18 @@ async fn pump(
         if up.done && down.done {
             return End::Closed;
         }
+        let free = swallow.is_none() && idle(&up, &down, observed);
+        if let Some(o) = order.take_if(|o| o.until <= now || free) {
+            if o.until > now {
+                // Written past the toxics: the link is empty, so nothing of the client's is
+                // overtaken. A failed write ends the connection at the next read.
+                if sw.write_all(&wiretap::query_message(&o.sql)).await.is_ok() {
+                    observed.injected(&o.sql);
+                    swallow = Some(Swallow::new());
+                }
+            }
+            continue;
+        }
         let wake = match (wake_up, wake_down) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -203,12 +241,14 @@ async fn pump(
         } else {
             down.link.next_write().unwrap_or_default()
         };
-        let read_client = up.reading && up.link.wants_input();
+        // While the proxy's own statement runs, the client waits.
+        let read_client = up.reading && up.link.wants_input() && swallow.is_none();
         let read_server = down.reading && down.link.wants_input();
         let event = tokio::select! {
             biased;
             _ = cancel.cancelled() => Event::Cancelled,
             r = toxics.changed() => Event::ToxicsChanged(r.is_ok()),
+            Ok(()) = orders.changed() => Event::Ordered,
             r = sw.write(&up_out), if !up_out.is_empty() => Event::Wrote {
                 upstream: true,
                 n: r.ok().filter(|&n| n > 0),
@@ -264,11 +304,24 @@ async fn pump(
                 };
                 match n {
                     Some(n) => {
+                        let mut data = &buf[..n];
+                        let rest;
+                        if let Some(s) = swallow.as_mut().filter(|_| !upstream) {
+                            // The answer to the proxy's statement is not the client's.
+                            rest = s.feed(data);
+                            if s.done() {
+                                swallow = None;
+                            }
+                            data = &rest;
+                        }
+                        if data.is_empty() {
+                            continue;
+                        }
                         side.link.push_input(Item::Data {
-                            data: Bytes::copy_from_slice(&buf[..n]),
+                            data: Bytes::copy_from_slice(data),
                             ts: Instant::now(),
                         });
-                        observed.read(upstream, &buf[..n]);
+                        observed.read(upstream, data);
                     }
                     None => {
                         side.reading = false;
@@ -277,9 +330,19 @@ async fn pump(
                     }
                 }
             }
+            Event::Ordered => order = orders.borrow_and_update().clone(),
             Event::Timer => {}
         }
     }
+}
+
+/// Whether the session is idle between the client's statements, nothing in flight either way.
+fn idle(up: &Side, down: &Side, observed: &Observed) -> bool {
+    !up.done
+        && !down.done
+        && up.link.buffered() == 0
+        && down.link.buffered() == 0
+        && observed.idle()
 }
 
 /// `side` has written its end of stream: its destination is closed, which is the source of

@@ -165,6 +165,22 @@ impl Observed {
         }
     }
 
+    /// Whether the session is idle between the client's statements, as the tap reads it.
+    pub fn idle(&self) -> bool {
+        self.tap.idle()
+    }
+
+    /// The proxy sent `sql` on this connection's session itself.
+    pub fn injected(&mut self, sql: &str) {
+        self.journal.push(
+            self.conn,
+            monotonic_us(),
+            [WireEvent::Injected {
+                sql: sql.to_owned(),
+            }],
+        );
+    }
+
     /// The proxy read the end of the client's (`from_client`) or the server's stream: the
     /// first one read says who closed the connection, unless the client said Terminate first
     /// (the server then closes in answer, and its end may be read before the client's).

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::conn::{self, ConnCtx};
+use crate::conn::{self, ConnCtx, Order};
 use crate::error::ApiError;
 use crate::journal::Journal;
 use crate::net::{resolve_for_compare, resolve_listen};
@@ -60,6 +60,8 @@ pub(crate) struct Proxy {
     pub toxics: ToxicCollection,
     /// What its connections said (kept across a disable and an enable).
     pub journal: Arc<Journal>,
+    /// The latest statement its connections are to run themselves (`POST .../inject`).
+    orders: watch::Sender<Option<Arc<Order>>>,
     running: Option<Running>,
     options: ProxyOptions,
 }
@@ -73,12 +75,24 @@ impl Proxy {
             upstream,
             toxics: ToxicCollection::new(),
             journal: Arc::default(),
+            orders: watch::Sender::new(None),
             running: None,
             options,
         }
     }
 
     /// Whether the proxy listens.
+    /// Each live connection runs `injection`'s statement once, when its session is idle
+    /// within the injection's window; connections opened later do not.
+    pub fn inject(&self, injection: wiretap::Injection) {
+        let until =
+            tokio::time::Instant::now() + std::time::Duration::from_millis(injection.within_ms);
+        self.orders.send_replace(Some(Arc::new(Order {
+            sql: injection.sql,
+            until,
+        })));
+    }
+
     pub fn enabled(&self) -> bool {
         self.running.is_some()
     }
@@ -128,6 +142,7 @@ impl Proxy {
                 local,
                 toxics: self.toxics.subscribe(),
                 journal: self.journal.clone(),
+                orders: self.orders.subscribe(),
                 cancel: cancel.clone(),
                 tracker: tracker.clone(),
                 options: self.options.clone(),
@@ -170,6 +185,7 @@ struct AcceptCtx {
     local: SocketAddr,
     toxics: watch::Receiver<Arc<ToxicSet>>,
     journal: Arc<Journal>,
+    orders: watch::Receiver<Option<Arc<Order>>>,
     cancel: CancellationToken,
     tracker: TaskTracker,
     options: ProxyOptions,
@@ -203,6 +219,7 @@ async fn accept_loop(listener: TcpListener, ctx: AcceptCtx) {
             upstream: ctx.upstream.clone(),
             toxics: ctx.toxics.clone(),
             journal: ctx.journal.clone(),
+            orders: ctx.orders.clone(),
             cancel: ctx.cancel.child_token(),
             rng: fastrand::Rng::with_seed(seed),
             timeout_mode: ctx.options.timeout_mode,

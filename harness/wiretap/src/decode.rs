@@ -165,6 +165,19 @@ impl Tap {
         self.terminated
     }
 
+    /// Whether the session is idle between the client's statements: logged in, the last
+    /// ReadyForQuery outside a transaction, nothing the client sent unanswered, no part of a
+    /// message held on either side, and both directions decoded (so a statement of the
+    /// proxy's own can run there without the client's knowing).
+    pub fn idle(&self) -> bool {
+        self.tx == Some(TxState::Idle)
+            && self.pending.is_empty()
+            && !self.skipping
+            && !self.terminated
+            && (self.client.buf.is_empty() && !self.client.off)
+            && (self.server.buf.is_empty() && !self.server.off)
+    }
+
     /// Decodes what the client sent; appends the events to `out`; returns how many messages
     /// it decoded.
     pub fn from_client(&mut self, data: &[u8], out: &mut Vec<WireEvent>) -> usize {

@@ -16,12 +16,14 @@
 
 mod clock;
 mod decode;
+mod inject;
 mod record;
 mod value;
 
 pub use clock::monotonic_us;
 pub use decode::Tap;
+pub use inject::{query_message, Swallow};
 pub use record::{
-    journal_path, Closer, Cost, Outcome, Page, Record, TxState, WireEvent, JOURNAL_CAPACITY,
-    MAX_TEXT, PAGE_LIMIT,
+    inject_path, journal_path, Closer, Cost, Injection, Outcome, Page, Record, TxState, WireEvent,
+    JOURNAL_CAPACITY, MAX_TEXT, PAGE_LIMIT,
 };

@@ -92,6 +92,14 @@ pub enum WireEvent {
         /// The message.
         message: String,
     },
+    /// The proxy ran `sql` on this connection's session itself, as a simple Query sent while
+    /// the session was idle between the client's statements (`POST /proxies/{p}/inject`):
+    /// what a stray statement on a shared session does, a pool's `DISCARD ALL` or another
+    /// client's unlock. Neither it nor its answer reached the client.
+    Injected {
+        /// The statement.
+        sql: String,
+    },
     /// The connection ended.
     Closed {
         /// Which side ended it.
@@ -203,4 +211,22 @@ pub const JOURNAL_CAPACITY: usize = 200_000;
 /// The path of a proxy's journal on the server's HTTP API.
 pub fn journal_path(proxy: &str) -> String {
     format!("/proxies/{proxy}/journal")
+}
+
+/// The route of proxy `proxy`'s injection (an extension of Toxiproxy's API): a POST of an
+/// [`Injection`] runs its statement once on each of the proxy's connections that is idle, or
+/// goes idle within its window.
+pub fn inject_path(proxy: &str) -> String {
+    format!("/proxies/{proxy}/inject")
+}
+
+/// A statement the proxy runs on its connections' sessions itself
+/// ([`WireEvent::Injected`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Injection {
+    /// The statement, sent as one simple Query.
+    pub sql: String,
+    /// How long a connection busy with a statement of its own may take to go idle and still
+    /// get it, in milliseconds (a session waiting in a lock never does).
+    pub within_ms: u64,
 }

@@ -268,6 +268,8 @@ pub static NO_WIRE: super::wire::WireSetup = super::wire::WireSetup {
     tapped: false,
     hops: std::collections::BTreeMap::new(),
     waking: BTreeSet::new(),
+    default_interval: false,
+    stray_unlocks: false,
 };
 
 impl Facts<'_> {

@@ -12,6 +12,7 @@ use super::model::{LockSession, Stmt};
 use super::sql::{self, Arg};
 use super::{median, Wire, BOUND_INTERVALS, CADENCE_TOLERANCE, IDLE_TIMEOUT};
 use crate::check::{count_at_most, in_t, ms_of, t_of, verdict_of, Check, Measure, Unit};
+use crate::fault::UNLOCK_ALL;
 
 /// The statements on a lock session after its grant, while it held the lock.
 fn held_statements<'a>(w: &'a Wire, l: &'a LockSession) -> impl Iterator<Item = &'a Stmt> + 'a {
@@ -272,7 +273,7 @@ pub(super) fn idle_timeout_on_the_lock_session(w: &Wire) -> Check {
     };
     Check::new(
         "idle_session_timeout on the lock session",
-        &["ORPH-1"],
+        w.interval_clause(&["ORPH-1"]),
         verdict_of(n, bad.is_empty()),
         message,
     )
@@ -307,7 +308,12 @@ pub(super) fn leader_cadence(w: &Wire) -> Check {
         ),
         |m| format!("{n} gaps between leader checks, median {}", in_t(m, w.b.t)),
     );
-    let mut c = Check::new("leader cadence", &["RUN-5"], verdict_of(n, held), message);
+    let mut c = Check::new(
+        "leader cadence",
+        w.interval_clause(&["RUN-5"]),
+        verdict_of(n, held),
+        message,
+    );
     if let Some(m) = med {
         c = c.measure(Measure::at_most(
             "median leader gap off T".into(),
@@ -381,6 +387,51 @@ pub(super) fn closed_after_a_failed_check(w: &Wire) -> Check {
     .with_measures(count_at_most(
         "lock connections left open after a failed check",
         failed,
+        bad.len(),
+        0,
+    ))
+}
+
+/// X-VERIFY: a leader whose lock is released behind its back (the `unlock` fault: its proxy
+/// runs `pg_advisory_unlock_all()` on its idle lock session) learns it at its next check, within
+/// T, and demotes: it closes that connection within T and the slack of the unlock. One that
+/// only runs `SELECT 1` keeps the connection, believing it leads while another does.
+pub(super) fn closed_after_a_stray_unlock(w: &Wire) -> Check {
+    let bound = ms_of(w.b.t) + ms_of(w.b.slack);
+    let (mut n, mut bad) = (0usize, Vec::new());
+    for l in visible_sessions(w) {
+        let c = &w.conns[l.conn];
+        let held_at = |x: f64| l.granted_ms < x && c.open_at(x);
+        let unlocks = (c.injected.iter()).filter(|(x, sql)| held_at(*x) && sql == UNLOCK_ALL);
+        for (x, _) in unlocks {
+            n += 1;
+            let closed = c.closed.map(|(at, ..)| at);
+            if closed.is_none_or(|at| at - x > bound) {
+                bad.push(format!(
+                    "{}'s lock was released behind its back at {x:.0} ms and its lock connection \
+                     was {} (bound T + slack)",
+                    l.replica,
+                    closed.map_or("never closed".into(), |at| format!(
+                        "closed {} later",
+                        in_t(at - x, w.b.t)
+                    ))
+                ));
+            }
+        }
+    }
+    let message = match bad.first() {
+        None => format!("{n} stray unlocks of a lock session, each noticed within T"),
+        Some(first) => first.clone(),
+    };
+    Check::new(
+        "lock connection closed after a stray unlock",
+        &["X-VERIFY"],
+        verdict_of(n, bad.is_empty()),
+        message,
+    )
+    .with_measures(count_at_most(
+        "stray unlocks not noticed within T",
+        n,
         bad.len(),
         0,
     ))

@@ -14,6 +14,7 @@
 //! | `idle_session_timeout on the lock session` | ORPH-1 | 4T in force on the lock session from its grant |
 //! | `leader cadence` | RUN-5 | a check on the lock session every T |
 //! | `lock connection closed after a failed check` | DEM-1 | an error or no answer within T on the lock session closes it |
+//! | `lock connection closed after a stray unlock` | X-VERIFY | a lock released behind the leader's back (the `unlock` fault) ends its lock connection within T |
 //! | `the lock session names its replica` | X-WHO | the lock session's `application_name` is the replica's name from its grant to its end |
 //!
 //! Behind a transaction-mode pooler a replica's statements run on whichever server session the
@@ -29,7 +30,7 @@ mod standby;
 use std::collections::{BTreeMap, BTreeSet};
 
 use self::lock_session::{
-    closed_after_a_failed_check, ended_only_by_demotion_or_release,
+    closed_after_a_failed_check, closed_after_a_stray_unlock, ended_only_by_demotion_or_release,
     idle_timeout_on_the_lock_session, leader_cadence, lock_session_carries_only_checks,
     lock_session_names_its_replica, one_lock_session_per_term,
 };
@@ -82,6 +83,12 @@ pub struct WireSetup {
     /// Replicas whose program queues in `pg_advisory_lock` by design (X-WAKE, opt-in): their
     /// queued call is the feature's, judged by X-WAKE, not a standby check.
     pub waking: BTreeSet<String>,
+    /// Every replica was told a CheckInterval of 0 and the run's T is the page's default: the
+    /// cadences measure that default (CFG-2) rather than an interval the replicas were told.
+    pub default_interval: bool,
+    /// The scenario releases a leader's lock behind its back (the `unlock` fault): X-VERIFY is
+    /// judged, by what follows each stray unlock.
+    pub stray_unlocks: bool,
 }
 
 impl WireSetup {
@@ -125,6 +132,17 @@ impl Wire<'_> {
     fn replicas(&self) -> BTreeSet<&str> {
         self.conns.iter().map(|c| c.replica.as_str()).collect()
     }
+
+    /// What a measure in units of T (a cadence, the orphan bound) decides: `clause`; where
+    /// every replica was told 0 and T is the page's default, CFG-2 instead (a program whose
+    /// default is not 5 s is true to its own interval and breaks only CFG-2).
+    fn interval_clause<'c>(&self, clause: &'c [&'c str]) -> &'c [&'c str] {
+        if self.setup.default_interval {
+            &["CFG-2"]
+        } else {
+            clause
+        }
+    }
 }
 
 /// Every wire check over `entries` (whose conversations and lock sessions are `model`), or
@@ -156,7 +174,7 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         setup,
         b,
     };
-    let all = vec![
+    let mut all = vec![
         lock_calls(&w),
         standby_cadence(&w),
         refused_checks_leave_the_pool_alone(&w),
@@ -168,6 +186,9 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         closed_after_a_failed_check(&w),
         lock_session_names_its_replica(&w),
     ];
+    if setup.stray_unlocks {
+        all.push(closed_after_a_stray_unlock(&w));
+    }
     if setup.tapped {
         return all;
     }

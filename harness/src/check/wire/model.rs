@@ -62,6 +62,9 @@ pub struct Conn {
     pub statements: Vec<Stmt>,
     /// Errors the server sent for no statement (e.g. `57P05`, the idle-session timeout).
     pub server_errors: Vec<(f64, String)>,
+    /// Statements the proxy ran on its session behind the client's back
+    /// ([`WireEvent::Injected`]: the `unlock` fault), when.
+    pub injected: Vec<(f64, String)>,
     /// When it ended, who ended it, and whether the client said Terminate first.
     pub closed: Option<(f64, Closer, bool)>,
 }
@@ -117,6 +120,7 @@ pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
             names: Vec::new(),
             statements: Vec::new(),
             server_errors: Vec::new(),
+            injected: Vec::new(),
             closed: None,
         });
         match event {
@@ -145,6 +149,7 @@ pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
                 }
             }
             WireEvent::ServerError { code, .. } => c.server_errors.push((e.t_ms, code.clone())),
+            WireEvent::Injected { sql } => c.injected.push((e.t_ms, sql.clone())),
             WireEvent::Closed { by, terminate } => {
                 c.closed.get_or_insert((e.t_ms, *by, *terminate));
             }
@@ -353,7 +358,7 @@ pub fn faults(entries: &[Entry]) -> Vec<(Verb, String, f64, f64)> {
         };
         if matches!(
             verb,
-            Verb::KillBackend | Verb::Kill | Verb::Terminate | Verb::Restart
+            Verb::Unlock | Verb::KillBackend | Verb::Kill | Verb::Terminate | Verb::Restart
         ) {
             v.push((*verb, target.clone(), e.t_ms, e.t_ms));
         } else if !lifted {

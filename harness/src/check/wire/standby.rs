@@ -154,9 +154,14 @@ pub(super) fn standby_cadence(w: &Wire) -> Check {
     };
     let decided = if med.is_some() { gaps.len() } else { 0 } + queued;
     let verdict = verdict_of(decided, bad.is_empty());
-    let mut c = Check::new("standby cadence", &["RUN-1"], verdict, message)
-        .figure("standby gaps", gaps.len().to_string())
-        .figure("queued lock calls", queued.to_string());
+    let mut c = Check::new(
+        "standby cadence",
+        w.interval_clause(&["RUN-1"]),
+        verdict,
+        message,
+    )
+    .figure("standby gaps", gaps.len().to_string())
+    .figure("queued lock calls", queued.to_string());
     if let Some(m) = med {
         c = c.measure(Measure::at_most(
             "median standby gap off T".into(),

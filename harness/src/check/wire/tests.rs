@@ -152,10 +152,17 @@ impl History {
         h
     }
 
-    fn judge(mut self, name: &str) -> Check {
+    fn judge(self, name: &str) -> Check {
+        self.judge_told(name, false)
+    }
+
+    /// `name`'s check, the replicas told a CheckInterval of 0 (`default_interval`) or not.
+    fn judge_told(mut self, name: &str, default_interval: bool) -> Check {
         self.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
         let setup = WireSetup {
             tapped: true,
+            default_interval,
+            stray_unlocks: true,
             ..WireSetup::default()
         };
         let model = WireModel::of(&self.entries);
@@ -177,6 +184,63 @@ fn a_standby_that_polls_every_t_passes_and_one_at_1_2t_or_t_20_fails() {
     assert_eq!(c.verdict, Verdict::Valid, "{c}");
     let c = History::election(2.0 * T, T, 20.0 * T).judge("leader cadence");
     assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+/// X-VERIFY: a stray unlock of the leader's session at 10T must close its lock connection
+/// within T (and the slack); one still open after that fails, and with no unlock nothing is
+/// decided.
+#[test]
+fn a_stray_unlock_must_end_the_lock_connection_within_t() {
+    let name = "lock connection closed after a stray unlock";
+    let unlocked = |close_after: Option<f64>| {
+        let mut h = History::election(T, T, 20.0 * T);
+        h.wire(
+            10.0 * T + 5.0,
+            "a",
+            1,
+            WireEvent::Injected {
+                sql: "SELECT pg_advisory_unlock_all()".into(),
+            },
+        );
+        if let Some(after) = close_after {
+            h.close_by(10.0 * T + 5.0 + after, "a", 1, Closer::Client);
+        }
+        h.judge(name)
+    };
+    let c = unlocked(Some(0.9 * T));
+    assert_eq!(
+        (c.verdict, c.clauses.clone()),
+        (Verdict::Valid, vec!["X-VERIFY".to_owned()]),
+        "{c}"
+    );
+    for late in [Some(1.5 * T), None] {
+        let c = unlocked(late);
+        assert_eq!(c.verdict, Verdict::Invalid, "{late:?}: {c}");
+    }
+    let c = History::election(T, T, 20.0 * T).judge(name);
+    assert_eq!(c.verdict, Verdict::Unknown, "{c}");
+}
+
+/// Told a CheckInterval of 0, a program's cadences measure its default: one that is not the
+/// page's (T here) fails CFG-2, not RUN-1 or RUN-5, whose "every T" it keeps at its own T.
+#[test]
+fn told_zero_a_cadence_off_the_default_fails_cfg_2_alone() {
+    for name in ["standby cadence", "leader cadence"] {
+        let c = History::election(T / 5.0, T / 5.0, 20.0 * T).judge_told(name, true);
+        assert_eq!(
+            (c.verdict, c.clauses.clone()),
+            (Verdict::Invalid, vec!["CFG-2".to_owned()]),
+            "{c}"
+        );
+        let c = History::election(T, T, 20.0 * T).judge_told(name, true);
+        assert_eq!(
+            (c.verdict, c.clauses.clone()),
+            (Verdict::Valid, vec!["CFG-2".to_owned()]),
+            "{c}"
+        );
+    }
+    let c = History::election(T, T, 20.0 * T).judge("standby cadence");
+    assert_eq!(c.clauses, vec!["RUN-1".to_owned()]);
 }
 
 #[test]

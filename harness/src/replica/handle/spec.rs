@@ -33,7 +33,7 @@ pub struct ReplicaSpec {
     pub restart_window: Option<Duration>,
     /// `--restart-backoff-ms`.
     pub restart_backoff: Option<Duration>,
-    /// `--verify-lock` (X-VERIFY).
+    /// `--verify-lock` (X-VERIFY); another program is told `REPLICA_VERIFY_LOCK=1`.
     pub verify_lock: bool,
     /// `--no-shared-session-guard`: the elector's POOL-1 guard off (the spec's plain lock);
     /// another program is told `REPLICA_SHARED_SESSION_GUARD=0`.
@@ -118,7 +118,6 @@ impl ReplicaSpec {
             ("--restart-budget", self.restart_budget.is_some()),
             ("--restart-window-ms", self.restart_window.is_some()),
             ("--restart-backoff-ms", self.restart_backoff.is_some()),
-            ("--verify-lock", self.verify_lock),
             ("--fail-loop", !self.fail_loops.is_empty()),
             ("--panic-loop", !self.panic_loops.is_empty()),
         ];
@@ -146,6 +145,9 @@ impl ReplicaSpec {
         }
         if self.fence {
             env.push(("REPLICA_FENCE", "1".to_owned()));
+        }
+        if self.verify_lock {
+            env.push(("REPLICA_VERIFY_LOCK", "1".to_owned()));
         }
         env
     }

@@ -40,3 +40,23 @@ fn parses_the_gauge_and_builds_the_command_line() {
         .any(|w| w == ["--fail-loop", "invitations-expire"]));
     assert_eq!(mode_text(&WorkerMode::CrashLoop).unwrap(), "crash_loop");
 }
+
+/// The features a scenario turns on reach another program as the contract's variables, and
+/// none is one of the flags only the harness's own replica takes.
+#[test]
+fn features_reach_another_program_as_contract_variables() {
+    let mut spec = ReplicaSpec::new("r1", Duration::from_millis(200));
+    (spec.wake, spec.fence, spec.verify_lock) = (true, true, true);
+    spec.no_shared_session_guard = true;
+    let env = spec.contract_env();
+    for (var, value) in [
+        ("REPLICA_WAKE", "1"),
+        ("REPLICA_FENCE", "1"),
+        ("REPLICA_VERIFY_LOCK", "1"),
+        ("REPLICA_SHARED_SESSION_GUARD", "0"),
+    ] {
+        assert!(env.contains(&(var, value.to_owned())), "{var}: {env:?}");
+    }
+    assert_eq!(spec.flags_only_ours(), Vec::<String>::new());
+    assert!(spec.args().iter().any(|a| a == "--verify-lock"));
+}

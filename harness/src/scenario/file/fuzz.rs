@@ -157,6 +157,7 @@ const TOP_KEYS: &[&str] = &[
     "clauses",
     "t",
     "tick",
+    "default_interval",
     "seed",
     "invariants",
     "story",

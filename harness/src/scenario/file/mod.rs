@@ -82,6 +82,8 @@ struct FileToml {
     t: Option<Span>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tick: Option<Span>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    default_interval: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<u64>,
     #[serde(default, skip_serializing_if = "is_all")]
@@ -431,6 +433,24 @@ clause = "DEM-2"
         let e = parse(&with(r#"{ start_after = "soon" }"#)).unwrap_err();
         assert_eq!(e.line, 7, "{e}");
         assert!(e.message.contains("bad duration \"soon\""), "{e}");
+    }
+
+    /// `default_interval`: the replicas are told 0 and the scenario runs at the page's 5 s,
+    /// whatever the run's T; with a `t` of its own it is refused.
+    #[test]
+    fn default_interval_tells_zero_and_runs_at_five_seconds() {
+        let s = parse(&format!("default_interval = true\n{GOOD}")).unwrap();
+        let run_t = std::time::Duration::from_millis(200);
+        assert_eq!(s.interval(run_t), std::time::Duration::from_secs(5));
+        assert_eq!(
+            s.told_interval(s.interval(run_t)),
+            std::time::Duration::ZERO
+        );
+        assert!(s.wire_setup(true).default_interval);
+        let plain = parse(GOOD).unwrap();
+        assert_eq!(plain.told_interval(run_t), run_t);
+        let e = parse(&format!("default_interval = true\nt = \"1s\"\n{GOOD}")).unwrap_err();
+        assert!(e.message.contains("leave t out"), "{e}");
     }
 
     /// `postgres_from`: the scenario's need is the newest any replica declares.

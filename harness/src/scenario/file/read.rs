@@ -55,6 +55,12 @@ pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> 
             return bad("level is the level of a cmd: give the cmd, or leave level out".into());
         }
     }
+    if raw.default_interval && raw.t.is_some() {
+        return Err((
+            None,
+            "default_interval runs the scenario at the page's default T, 5 s: leave t out".into(),
+        ));
+    }
     let mut reader = Reader {
         replicas: (replicas.into_iter())
             .map(|(name, decl)| (name.into_inner(), decl))
@@ -82,6 +88,7 @@ pub(super) fn scenario(raw: FileToml, path: &Path) -> Result<Scenario, Located> 
         clauses,
         t: raw.t,
         tick: raw.tick,
+        default_interval: raw.default_interval,
         seed: raw.seed,
         invariants: raw.invariants,
         story: raw.story,
@@ -426,9 +433,10 @@ impl Reader {
                 after,
             }
         } else {
-            let Some(replica @ (Who::Replica(_) | Who::Named(_) | Who::Any)) = replica else {
-                let message = "a `log` expectation names one replica (its name or an `as` name) \
-                               or `any`";
+            let Some(replica @ (Who::Replica(_) | Who::Named(_) | Who::Any | Who::Other)) = replica
+            else {
+                let message = "a `log` expectation names one replica (its name or an `as` name), \
+                               `other` (one but the step's target) or `any`";
                 return at(clause_span, message.into());
             };
             Expect::Log {

@@ -150,8 +150,8 @@ mod tests {
             words::<WaitFor>(),
             ["leader", "new-leader", "no-leader", "ready", "all-ready"]
         );
-        assert_eq!(words::<Verb>().len(), 12);
-        assert_eq!(words::<Verb>()[5], "kill-backend");
+        assert_eq!(words::<Verb>().len(), 13);
+        assert_eq!(words::<Verb>()[6], "kill-backend");
         assert!(words::<EventKind>().contains(&"check_refused"));
         let e = Verb::read("nuke").unwrap_err();
         assert!(

@@ -21,6 +21,7 @@ pub(super) fn file(s: &Scenario) -> FileToml {
         clauses: s.clauses.iter().cloned().map(spanned).collect(),
         t: s.t,
         tick: s.tick,
+        default_interval: s.default_interval,
         seed: s.seed,
         invariants: s.invariants,
         story: s.story,

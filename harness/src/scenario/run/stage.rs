@@ -2,7 +2,7 @@
 //! the samplers, all writing to one timeline; started before the first step and stopped after
 //! the last.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,10 +66,13 @@ async fn server_new_enough(scenario: &Scenario, observer: &Observer) -> anyhow::
 /// the ports of `bind(0)` and of outgoing connections: a port found free that way and released
 /// again was taken by another run's replica before this one could bind it (a Python replica
 /// then died with "Address already in use" while the other's `/metrics` answered for it).
-fn free_port() -> anyhow::Result<u16> {
+fn free_port(taken: &mut BTreeSet<u16>) -> anyhow::Result<u16> {
     for _ in 0..100 {
         let port = fastrand::u16(20_000..32_000);
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        // Free now, and not one an earlier replica of this run was given (nothing holds that
+        // one until its replica binds it: a second draw of it would be free too).
+        if !taken.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.insert(port);
             return Ok(port);
         }
     }
@@ -216,16 +219,17 @@ async fn specs(
     tick: Duration,
     evidence: &Evidence,
 ) -> anyhow::Result<(Vec<ReplicaSpec>, Vec<Target>)> {
-    let (mut specs, mut targets) = (Vec::new(), Vec::new());
+    let (mut specs, mut targets, mut taken) = (Vec::new(), Vec::new(), BTreeSet::new());
     for (name, decl) in &scenario.replicas {
-        let port = free_port()?;
-        let mut spec = ReplicaSpec::new(name, t);
+        let port = free_port(&mut taken)?;
+        let mut spec = ReplicaSpec::new(name, scenario.told_interval(t));
         spec.tick = Some(tick);
         spec.http = Some(format!("127.0.0.1:{port}"));
         spec.extra_args = decl.args.clone();
         spec.no_shared_session_guard = decl.guard == Some(false);
         spec.wake = decl.wake;
         spec.fence = decl.fence;
+        spec.verify_lock = decl.verify;
         spec.pool_max_lifetime = decl.pool_max_lifetime.map(|l| l.at(t));
         spec.stderr_log = Some(evidence.replica_log(name));
         if let Some(path) = DbPath::replica_path(decl.path) {

@@ -44,7 +44,8 @@ const work = "INSERT INTO leader_work (loop_name, replica, term) VALUES ('sweep'
 
 type settings struct {
 	dsn, name, listen string
-	interval          time.Duration
+	checkInterval     time.Duration // as told: zero or negative asks the elector's default
+	interval          time.Duration // the one in force, which the loops tick at
 	poolMaxLifetime   time.Duration // 0: pgxpool's default
 }
 
@@ -61,10 +62,15 @@ func fromEnv() settings {
 		s.listen = "127.0.0.1:8080"
 	}
 	ms, err := strconv.Atoi(os.Getenv("REPLICA_CHECK_INTERVAL_MS"))
-	if err != nil || ms <= 0 {
-		ms = 5000
+	if err != nil {
+		ms = 0
 	}
-	s.interval = time.Duration(ms) * time.Millisecond
+	// Told 0, the elector uses its own default (CFG-2), and so do the loops.
+	s.checkInterval = time.Duration(ms) * time.Millisecond
+	s.interval = s.checkInterval
+	if s.interval <= 0 {
+		s.interval = leader.DefaultCheckInterval
+	}
 	if life, err := strconv.Atoi(os.Getenv("REPLICA_POOL_MAX_LIFETIME_MS")); err == nil && life > 0 {
 		s.poolMaxLifetime = time.Duration(life) * time.Millisecond
 	}
@@ -114,7 +120,7 @@ func run() error {
 		}
 		elector, err = leader.New(leader.Config{
 			Pool:          pool,
-			CheckInterval: s.interval,
+			CheckInterval: s.checkInterval,
 			Logger:        log,
 			Registerer:    registry,
 		})
