@@ -107,6 +107,10 @@ pub(crate) enum Answer {
     Reaped,
     /// This session already holds the key (POOL-1).
     Shared,
+    /// POOL-1: this session held the key, and no leader had checked on it for the orphan bound
+    /// (a transaction-mode pooler's session whose leader is gone); this attempt unlocked it
+    /// there (the key is free for the next one).
+    Freed,
 }
 
 /// Reads an attempt's answer; anything else than one of the three is a protocol error.
@@ -138,6 +142,7 @@ pub(crate) fn answer(
         Some((outcome, _, _)) if outcome == "refused" => Ok(Answer::Refused),
         Some((outcome, _, _)) if outcome == "reaped" => Ok(Answer::Reaped),
         Some((outcome, _, _)) if outcome == "shared" => Ok(Answer::Shared),
+        Some((outcome, _, _)) if outcome == "freed" => Ok(Answer::Freed),
         other => Err(Error::Protocol(format!("{other:?} to the lock attempt"))),
     }
 }

@@ -276,6 +276,16 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
             );
             Ok(None)
         }
+        Answer::Freed => {
+            loan.give_back();
+            tracing::warn!(
+                "background leader: freed the key on a pooled server session no leader had \
+                 checked on for {}·T (a transaction-mode pooler kept a gone leader's lock \
+                 session busy with the standbys' checks)",
+                crate::IDLE_SESSION_INTERVALS
+            );
+            Ok(None)
+        }
         Answer::Shared => {
             loan.give_back();
             Err(Error::SharedSession)

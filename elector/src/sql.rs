@@ -45,13 +45,23 @@ pub const SESSION_MARKER_VALUE: &str = "1886156915:1";
 /// it. A grant writes the marker in the same statement. One statement runs on one server session
 /// even behind a transaction-mode pooler.
 ///
+/// Such a pooler also hands the lock session to standbys after its leader is gone: a leader
+/// that demoted (its check landed on another server session) closes only its client
+/// connection, and a grant whose client gave it up (its deadline passed while the pooler waited
+/// for a server session) still runs. The session then holds the key in the pooler's list, and
+/// the standbys' checks, which land on it, keep it from ever being idle for the bound. So the
+/// grant and every leader check with the guard write the server's clock into the session
+/// ([`CHECKED`]); a guarded attempt that finds the marker on a session nobody checked on for
+/// `bound_ms` (the orphan bound, 4T, which is longer than any leader's lease) clears the marker
+/// and unlocks the key there, and answers `freed`: the next check is granted.
+///
 /// With an `identity` (X-WHO) a grant also sets the session's `application_name` to it, in the
 /// same statement, before the bound: the lock session names its replica for as long as it holds
 /// the key, and [`WHO_LEADS`] reads it. The identity is checked when the elector is built
 /// (printable ASCII without quotes or backslashes, 1 to 63 bytes), so it goes into the literal
 /// as it is.
 ///
-/// Answers `shared`, `granted`, `unbounded` or `refused`, and the backend's pid.
+/// Answers `shared`, `freed`, `granted`, `unbounded` or `refused`, and the backend's pid.
 ///
 /// What the marker cannot catch: a session that holds the key without the marker (taken by
 /// another program, or by an elector with the guard off), which this attempt would stack; and a
@@ -140,16 +150,23 @@ fn attempt(
     identity: Option<&str>,
 ) -> String {
     let shared = if guarded {
-        "WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' \
-         THEN 'shared' "
+        format!(
+            "WHEN current_setting('plexsphere.background_leader', true) = '1886156915:1' \
+             THEN CASE WHEN coalesce(nullif(current_setting('{CHECKED}', true), '')::bigint, 0) \
+             >= {NOW_MS} - {bound_ms} THEN 'shared' \
+             WHEN set_config('plexsphere.background_leader', '', false) IS NULL THEN NULL \
+             WHEN pg_advisory_unlock(1886156915, 1) IS NULL THEN NULL ELSE 'freed' END "
+        )
     } else {
-        ""
+        String::new()
     };
     let marker = if guarded {
-        "WHEN set_config('plexsphere.background_leader', '1886156915:1', false) IS NULL \
-         THEN NULL "
+        format!(
+            "WHEN set_config('plexsphere.background_leader', '1886156915:1', false) IS NULL \
+             THEN NULL WHEN set_config('{CHECKED}', {NOW_MS}::text, false) IS NULL THEN NULL "
+        )
     } else {
-        ""
+        String::new()
     };
     let name = identity
         .map(|id| format!("WHEN set_config('application_name', '{id}', false) IS NULL THEN NULL "))
@@ -239,7 +256,22 @@ pub const PING: &str = "SELECT 1";
 /// session that was granted the lock: behind a transaction-mode pooler the check can land on
 /// another server session (the lock session is busy, idle in the pooler's list, or ended), which
 /// would answer `SELECT 1` as well.
-pub const PING_SESSION: &str = "SELECT pg_backend_pid()";
+///
+/// It also writes the server's clock into the session ([`CHECKED`], as the grant does), so that
+/// a standby whose attempt lands on the lock session (such a pooler hands it to every client)
+/// can tell a live leader's session from one no leader has checked on for the orphan bound
+/// (see [`try_lock`]). On any other session the setting means nothing.
+pub const PING_SESSION: &str = "SELECT pg_backend_pid(), \
+set_config('plexsphere.background_leader_checked', \
+(extract(epoch FROM clock_timestamp()) * 1000)::bigint::text, false)";
+
+/// POOL-1: the session-local setting where the grant and each leader check with the guard
+/// ([`PING_SESSION`]) write the server's clock in milliseconds since the epoch ([`NOW_MS`]).
+pub const CHECKED: &str = "plexsphere.background_leader_checked";
+
+/// The server's clock in milliseconds since the epoch, as SQL: the one clock every session of
+/// a server reads alike, whichever client or pooler sent the statement.
+const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// The leader's check with X-VERIFY: proves the session is alive and still holds the key
 /// (answers `t` or `f`).
@@ -247,9 +279,12 @@ pub const PING_SESSION: &str = "SELECT pg_backend_pid()";
 /// PostgreSQL has no function that asks whether this session holds an advisory key, so this
 /// reads `pg_locks`, which copies the server's whole lock table under every lock-manager
 /// partition lock: its cost grows with the locks other sessions hold (see the bench). X-VERIFY
-/// is therefore off by default and, when on, runs on the leader only, once per T.
+/// is therefore off by default and, when on, runs on the leader only, once per T. Like
+/// [`PING_SESSION`] it writes the server's clock into [`CHECKED`] (a second column).
 pub const PING_VERIFY: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted)";
+AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted), \
+set_config('plexsphere.background_leader_checked', \
+(extract(epoch FROM clock_timestamp()) * 1000)::bigint::text, false)";
 
 /// X-WAKE: the settings of a standby's queued session, set once before it queues. A queued
 /// attempt is a running statement, and a running statement holds a snapshot: VACUUM keeps every

@@ -128,6 +128,7 @@ async fn queue(inner: Arc<Inner>, statement: String) -> Result<Grant, Error> {
         Answer::Refused | Answer::Reaped => {
             Err(Error::Protocol("refused to the queued attempt".into()))
         }
-        Answer::Shared => Err(Error::SharedSession),
+        // Only a pooler hands a queued attempt a session that held the key (freed or not).
+        Answer::Shared | Answer::Freed => Err(Error::SharedSession),
     }
 }

@@ -218,3 +218,93 @@ async fn waking_is_refused_where_the_guard_sees_a_shared_session() {
         halt(stop, run).await;
     }
 }
+
+/// The line a standby writes when it frees a key no leader has checked on for the bound.
+const FREED: &str = "background leader: freed the key on a pooled server session";
+
+/// POOL-1, ORPH-2 behind a transaction-mode pooler (what made `pgbouncer-transaction-server-
+/// restart` flaky): a granting statement whose client gave it up (its deadline passed while
+/// PgBouncer waited for a server session after a restart) still runs, and leaves the key, the
+/// guard's marker and the bound on a pooled server session that no client owns. PgBouncer
+/// hands idle server sessions out last-in first-out, so every standby check lands on that one
+/// and is answered `shared`, and the checks keep it busy, so its `idle_session_timeout` never
+/// ends it: before, nobody led again (not within 8T here; 12T in the scenario). A standby must
+/// free such a key once no leader has checked on its session for the orphan bound, 4T, and
+/// a replica is granted at its check after that: within 4T + 2T of the abandoned grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_grant_on_a_pooled_session_is_freed_within_the_orphan_bound() {
+    let logs = Logs::capture_global();
+    let bounced = Bounced::start(PGBOUNCER_DEFAULT_POOL_SIZE).await;
+    let observer = bounced.pg.observer().await;
+    let bound_ms = u32::try_from(4 * T.as_millis()).expect("4T in ms");
+    {
+        // The abandoned attempt: the elector's own granting statement, whose client is gone.
+        let pool = pool_for(&bounced.url, "abandoned", 1, Default::default());
+        let client = pool.get().await.expect("a pooled connection");
+        client
+            .simple_query(&elector::sql::try_lock(bound_ms, true, None))
+            .await
+            .expect("the abandoned attempt ran");
+    }
+    let granted = Instant::now();
+    assert_eq!(leader_rows(&observer).await.len(), 1, "the abandoned grant");
+    let replicas = [bounced.elector("a").await, bounced.elector("b").await];
+    let running: Vec<Running> = replicas.iter().map(spawn_run).collect();
+    let led = wait_for(8 * T, || replicas.iter().any(Elector::is_leader))
+        .await
+        .map(|_| granted.elapsed());
+    let freed = logs.matching(FREED);
+    let led = led.unwrap_or_else(|| {
+        panic!("nobody led within 8T of an abandoned grant on a pooled session: {freed:#?}")
+    });
+    assert!(
+        led <= 6 * T + SLACK,
+        "a replica led {led:?} after the abandoned grant, bound 4T + 2T + {SLACK:?}"
+    );
+    assert!(
+        led >= 4 * T,
+        "the key was freed {led:?} after its grant, before the orphan bound 4T"
+    );
+    assert_eq!(
+        freed.len(),
+        1,
+        "one line saying the key was freed: {freed:#?}"
+    );
+    for (stop, run) in running {
+        halt(stop, run).await;
+    }
+}
+
+/// The other side of that rule: a live leader behind the same pooler, whose lock session the
+/// standby's checks land on (last-in first-out), is checked on there every T, so no standby
+/// frees its key, and no two replicas lead at once. Broken on purpose (the leader's check not
+/// telling the session it checked, or the standby freeing a key checked on within 4T), the
+/// standby frees the live leader's key on that very session and is granted there, and both
+/// lead from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_leaders_pooled_lock_session_is_not_freed() {
+    let logs = Logs::capture_global();
+    let bounced = Bounced::start(PGBOUNCER_DEFAULT_POOL_SIZE).await;
+    let replicas = [bounced.elector("a").await, bounced.elector("b").await];
+    let mut running = vec![lead(&replicas[0]).await];
+    running.extend(replicas[1..].iter().map(spawn_run));
+    let refs: Vec<&Elector> = replicas.iter().collect();
+    let overlap = longest_overlap(&refs, 12 * T).await;
+    assert!(
+        overlap <= T + SLACK,
+        "two replicas led at once for {overlap:?} (bound T + {SLACK:?})"
+    );
+    // A leader whose check landed off its lock session demotes and leaves its key there, which
+    // is freed 4T later: a freed line may follow a lost one, never come without.
+    let (freed, lost) = (
+        logs.matching(FREED),
+        logs.matching("background leader lock lost"),
+    );
+    assert!(
+        freed.len() <= lost.len(),
+        "a live leader's key was freed: {freed:#?}, lost: {lost:#?}"
+    );
+    for (stop, run) in running {
+        halt(stop, run).await;
+    }
+}

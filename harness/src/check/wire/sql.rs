@@ -70,11 +70,13 @@ impl Reading {
         self.calls.iter().any(|c| c.name.contains("advisory"))
     }
 
-    /// Whether it releases an advisory lock (`pg_advisory_unlock`, any form).
+    /// Whether it is a release: it calls `pg_advisory_unlock` (any form) and no function that
+    /// takes a lock. An attempt that may unlock in one of its branches (this project's elector
+    /// frees a key no leader checked on, behind a transaction pooler) is an attempt.
     pub fn unlocks(&self) -> bool {
-        self.calls
-            .iter()
-            .any(|c| c.name.contains("advisory_unlock"))
+        let unlock = |c: &Call| c.name.contains("advisory_unlock");
+        (self.calls.iter()).any(unlock)
+            && !(self.calls.iter()).any(|c| c.name.contains("advisory") && !unlock(c))
     }
 }
 
@@ -392,5 +394,22 @@ mod tests {
             vec![("idle_session_timeout".into(), Arg::Text("820".into()))]
         );
         assert!(read("not sql at all", &[]).is_err());
+    }
+
+    #[test]
+    fn a_release_unlocks_and_takes_nothing() {
+        let release = read("SELECT pg_advisory_unlock(1886156915, 1)", &[]).expect("parses");
+        assert!(release.unlocks());
+        // An attempt that may unlock in a branch of its own is an attempt, not a release.
+        let attempt = "SELECT CASE WHEN current_setting('x', true) = 'y' THEN CASE WHEN \
+            pg_advisory_unlock(1886156915, 1) THEN 'freed' END WHEN \
+            pg_try_advisory_lock(1886156915, 1) THEN 'granted' ELSE 'refused' END";
+        let attempt = read(attempt, &[]).expect("parses");
+        assert!(attempt.locks() && !attempt.unlocks());
+        // The elector's guarded attempt is read so too (the harness parses it on the wire).
+        let ours = read(&elector::sql::try_lock(800, true, None), &[]).expect("parses");
+        assert!(ours.locks() && !ours.unlocks(), "{ours:?}");
+        let check = read(elector::sql::PING_SESSION, &[]).expect("parses");
+        assert!(!check.locks() && check.tables.is_empty(), "{check:?}");
     }
 }

@@ -73,10 +73,7 @@ fn standby_checks<'a>(w: &'a Wire, replica: &str) -> Vec<(usize, &'a Stmt)> {
             (c.statements.iter().enumerate())
                 .filter(move |(j, s)| {
                     s.locks()
-                        && !s
-                            .reading
-                            .as_ref()
-                            .is_ok_and(|r| r.calls_to(UNLOCK).count() > 0)
+                        && !s.reading.as_ref().is_ok_and(super::sql::Reading::unlocks)
                         && !w.sessions.iter().any(|l| l.conn == i && l.grant <= *j)
                 })
                 .map(move |(_, s)| (i, s))
