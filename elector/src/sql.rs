@@ -263,7 +263,7 @@ pub const PING: &str = "SELECT 1";
 /// (see [`try_lock`]). On any other session the setting means nothing.
 pub const PING_SESSION: &str = "SELECT pg_backend_pid(), \
 set_config('plexsphere.background_leader_checked', \
-(extract(epoch FROM clock_timestamp()) * 1000)::bigint::text, false)";
+(date_part('epoch', clock_timestamp()) * 1000)::bigint::text, false)";
 
 /// POOL-1: the session-local setting where the grant and each leader check with the guard
 /// ([`PING_SESSION`]) write the server's clock in milliseconds since the epoch ([`NOW_MS`]).
@@ -271,7 +271,7 @@ pub const CHECKED: &str = "plexsphere.background_leader_checked";
 
 /// The server's clock in milliseconds since the epoch, as SQL: the one clock every session of
 /// a server reads alike, whichever client or pooler sent the statement.
-const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+const NOW_MS: &str = "(date_part('epoch', clock_timestamp()) * 1000)::bigint";
 
 /// The leader's check with X-VERIFY: proves the session is alive and still holds the key
 /// (answers `t` or `f`).
@@ -284,7 +284,7 @@ const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 pub const PING_VERIFY: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
 AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted), \
 set_config('plexsphere.background_leader_checked', \
-(extract(epoch FROM clock_timestamp()) * 1000)::bigint::text, false)";
+(date_part('epoch', clock_timestamp()) * 1000)::bigint::text, false)";
 
 /// X-WAKE: the settings of a standby's queued session, set once before it queues. A queued
 /// attempt is a running statement, and a running statement holds a snapshot: VACUUM keeps every

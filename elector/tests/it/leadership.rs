@@ -88,7 +88,9 @@ async fn the_watch_shows_every_transition_as_a_value() {
 /// POOL-1, the guard's reading side: a standby whose own session carries the lock's session
 /// marker shares that server session with the leader (as behind a transaction-mode pooler), so
 /// its check fails with the shared-session error and stacks no grant. The marker is set here by
-/// hand on the only connection of the standby's pool, which the pool hands out unchanged.
+/// hand on the only connection of the standby's pool, which the pool hands out unchanged, with
+/// the moment a live leader last checked on it (now: a session no leader checked on for 4T is
+/// freed instead, see the pooler tests).
 #[tokio::test]
 async fn a_session_carrying_the_leaders_marker_is_refused_by_the_guard() {
     let pg = Pg::start().await;
@@ -96,7 +98,11 @@ async fn a_session_carrying_the_leaders_marker_is_refused_by_the_guard() {
     let pool = pool_for(&pg.url(), "shared", 1, Default::default());
     let marked = pool.get().await.expect("a pooled connection");
     marked
-        .simple_query("SELECT set_config('plexsphere.background_leader', '1886156915:1', false)")
+        .simple_query(
+            "SELECT set_config('plexsphere.background_leader', '1886156915:1', false), \
+             set_config('plexsphere.background_leader_checked', \
+             (date_part('epoch', clock_timestamp()) * 1000)::bigint::text, false)",
+        )
         .await
         .expect("the marker");
     drop(marked);
