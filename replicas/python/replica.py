@@ -396,9 +396,14 @@ class Elector:
         """One pass of leader-only work while this replica leads: a row in leader_work."""
         if not self.works():
             return
-        conn = None
+        term, conn = self.term, None
         try:
             conn = await asyncio.wait_for(self.pool.get(), self.t)
+            # The term may have ended while a connection was opened (a slow link: the pass
+            # began before a release or a demotion): a pass is of its term, or of none.
+            if not self.works() or self.term != term:
+                self.pool.put(conn)
+                return
             if self.settings.fence:
                 work = conn.execute(WORK_FENCED, [self.settings.name, self.term, self.token])
             else:
