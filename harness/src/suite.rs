@@ -2,6 +2,7 @@
 //! runs them one by one with a progress bar, folds in the elector's own test results (from
 //! nextest's JUnit file), and writes the report.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -79,8 +80,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "K/N", value_parser = crate::flags::shard)]
     pub shard: Option<crate::flags::Shard>,
     /// How many scenarios run at once, 1 to 4, each on servers and replicas of its own; one by
-    /// default. Two at once halve the time, but a scenario whose hazard needs two replicas in
-    /// step (`pgbouncer-transaction-hazard`) missed it once that way (docs/gate.md).
+    /// default. A scenario that must show a hazard (`invariants = false`) runs with no other at
+    /// once: its hazard needs two replicas in step, and `pgbouncer-transaction-hazard` missed it
+    /// once beside another scenario (docs/gate.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub jobs: u8,
 }
@@ -411,12 +413,17 @@ pub(crate) async fn run_all(
     );
     // Each scenario runs in a task of its own, so that one scenario's work never waits on
     // another's polling; `buffered` starts the next only when one of `jobs` ends, and yields
-    // the results in the scenarios' order.
+    // the results in the scenarios' order. A scenario that runs alone takes the write side of
+    // `alone`, the others its read side: it waits for those running to end, and those after it
+    // wait for it (tokio's lock is fair).
+    let alone = std::sync::Arc::new(tokio::sync::RwLock::new(()));
     let sources = futures::stream::iter(scenarios.iter().cloned())
         .map(|s| {
-            let (opts, bar) = (opts.clone(), bar.clone());
+            let (opts, bar, alone) = (opts.clone(), bar.clone(), alone.clone());
             let (name, clauses) = (s.name.clone(), s.clauses.clone());
-            let task = tokio::spawn(async move { runs_of(&s, &opts, repeat, &bar).await });
+            let task = tokio::spawn(async move {
+                in_turn(&alone, s.runs_alone(), runs_of(&s, &opts, repeat, &bar)).await
+            });
             async move { (name, clauses, task.await) }
         })
         .buffered(jobs.max(1))
@@ -433,6 +440,22 @@ pub(crate) async fn run_all(
         .await;
     bar.finish_and_clear();
     sources
+}
+
+/// Runs `work` when its turn comes ([`run_all`]): `alone`, once nothing else holds `turns`, and
+/// holding off everything after it; else beside any other work that is not alone.
+async fn in_turn<T>(
+    turns: &tokio::sync::RwLock<()>,
+    alone: bool,
+    work: impl Future<Output = T>,
+) -> T {
+    if alone {
+        let _alone = turns.write().await;
+        work.await
+    } else {
+        let _beside = turns.read().await;
+        work.await
+    }
 }
 
 /// One scenario's `repeat` runs, merged into one source; its line printed above the bar.

@@ -149,6 +149,13 @@ impl Scenario {
         }
     }
 
+    /// Whether it runs with no other scenario at once (`harness run --jobs`): one that must show
+    /// a hazard (`invariants = false`) needs its replicas in step, which another scenario's load
+    /// on the CPUs can break.
+    pub fn runs_alone(&self) -> bool {
+        self.invariants == Invariants::None
+    }
+
     /// What the run's programs offer when the run's program is `program`: the lowest level of
     /// them, whether all of them are the harness's own replica, and the features all of them
     /// have.

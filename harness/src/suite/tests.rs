@@ -152,3 +152,38 @@ fn repeats_keep_each_bounded_figure_at_its_worst_with_its_run() {
     assert_eq!(m.len(), 1);
     assert_eq!((m[0].value, m[0].run), (Some(1.9), Some(2)));
 }
+
+/// `harness run --jobs 2`: work that runs alone never overlaps any other, and the rest runs two
+/// at once. Five pieces of 40 ms, the third alone, through the stream `run_all` uses: each
+/// records when it began and ended; the alone one's span touches no other's, and the first two
+/// overlap.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_scenario_that_runs_alone_runs_beside_no_other() {
+    use futures::StreamExt as _;
+    let turns = std::sync::Arc::new(tokio::sync::RwLock::new(()));
+    let start = Instant::now();
+    let spans: Vec<(bool, Duration, Duration)> = futures::stream::iter(0..5)
+        .map(|i| {
+            let turns = turns.clone();
+            let alone = i == 2;
+            tokio::spawn(async move {
+                in_turn(&turns, alone, async {
+                    let began = start.elapsed();
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    (alone, began, start.elapsed())
+                })
+                .await
+            })
+        })
+        .buffered(2)
+        .map(|joined| joined.expect("the task"))
+        .collect()
+        .await;
+    let overlaps =
+        |a: &(bool, Duration, Duration), b: &(bool, Duration, Duration)| a.1 < b.2 && b.1 < a.2;
+    let lone = spans.iter().find(|s| s.0).expect("the lone one");
+    for other in spans.iter().filter(|s| !s.0) {
+        assert!(!overlaps(lone, other), "{lone:?} overlaps {other:?}");
+    }
+    assert!(overlaps(&spans[0], &spans[1]), "two at once: {spans:?}");
+}

@@ -2,11 +2,20 @@
 
 use std::time::Duration;
 
-use harness::topology::{try_connect, Topology};
+use harness::topology::{try_connect, ProxyEndpoint, ReplicaPath, Topology, TopologyConfig};
 use tokio::time::Instant;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 pub use testkit::eventually;
+
+/// A topology on Docker with one direct proxy, named `name`.
+pub async fn with_direct_proxy(name: &str) -> (Topology, ProxyEndpoint) {
+    let topology = Topology::start(TopologyConfig::docker())
+        .await
+        .expect("topology");
+    let proxy = (topology.add_proxy(name, ReplicaPath::Direct).await).expect("proxy");
+    (topology, proxy)
+}
 
 /// A client connected to `dsn` with `application_name` = `app`.
 pub async fn client(dsn: &str, app: &str) -> Client {

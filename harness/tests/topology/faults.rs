@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::common::{
     backend_pid, backend_state, client, connects, eventually, first, round_trip, show,
+    with_direct_proxy,
 };
 
 /// The network verbs, each on a proxy of its own in one topology.
@@ -209,13 +210,7 @@ async fn network_verbs_act_on_one_proxy_each() {
 /// stop_server / start_server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_verbs() {
-    let topology = Topology::start(TopologyConfig::docker())
-        .await
-        .expect("topology");
-    let proxy = topology
-        .add_proxy("r1", ReplicaPath::Direct)
-        .await
-        .expect("proxy");
+    let (topology, proxy) = with_direct_proxy("r1").await;
     let nemesis = Nemesis::new(&topology, Instant::now());
 
     // kill_backend: the client gets an error.

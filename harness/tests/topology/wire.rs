@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use harness::topology::{ReplicaPath, Topology, TopologyConfig};
+use harness::topology::Topology;
 use wiretap::{monotonic_us, Closer, Outcome, Record, WireEvent};
 
-use crate::common::{backend_pid, client};
+use crate::common::{backend_pid, client, with_direct_proxy};
 
 /// Every record of proxy `name` so far.
 async fn records(topology: &Topology, name: &str, seen: &mut Vec<Record>) {
@@ -20,13 +20,7 @@ async fn records(topology: &Topology, name: &str, seen: &mut Vec<Record>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_journals_what_its_client_said_and_was_told() {
-    let topology = Topology::start(TopologyConfig::docker())
-        .await
-        .expect("topology");
-    let proxy = topology
-        .add_proxy("r1", ReplicaPath::Direct)
-        .await
-        .expect("proxy");
+    let (topology, proxy) = with_direct_proxy("r1").await;
     let before = monotonic_us();
     let c = client(&proxy.dsn(), "r1").await;
     let pid = backend_pid(&c).await;
@@ -143,13 +137,7 @@ async fn locks_of(observer: &tokio_postgres::Client, pid: i32) -> i64 {
 /// stays busy past the window is left alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_injected_statement_runs_on_the_idle_session_unseen_by_its_client() {
-    let topology = Topology::start(TopologyConfig::docker())
-        .await
-        .expect("topology");
-    let proxy = topology
-        .add_proxy("r1", ReplicaPath::Direct)
-        .await
-        .expect("proxy");
+    let (topology, proxy) = with_direct_proxy("r1").await;
     let observer = topology.observer().await.expect("observer");
     let c = client(&proxy.dsn(), "r1").await;
     let pid = backend_pid(&c).await;
