@@ -80,9 +80,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "K/N", value_parser = crate::flags::shard)]
     pub shard: Option<crate::flags::Shard>,
     /// How many scenarios run at once, 1 to 4, each on servers and replicas of its own; one by
-    /// default. A scenario that must show a hazard (`invariants = false`) runs with no other at
-    /// once: its hazard needs two replicas in step, and `pgbouncer-transaction-hazard` missed it
-    /// once beside another scenario (docs/gate.md).
+    /// default. A scenario behind a transaction-mode pooler or one that must show a hazard runs
+    /// with no other at once; even so, two such scenarios missed what they show in runs at 2
+    /// (docs/gate.md), so the main job runs one at a time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub jobs: u8,
 }

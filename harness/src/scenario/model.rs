@@ -150,10 +150,13 @@ impl Scenario {
     }
 
     /// Whether it runs with no other scenario at once (`harness run --jobs`): one that must show
-    /// a hazard (`invariants = false`) needs its replicas in step, which another scenario's load
-    /// on the CPUs can break.
+    /// a hazard (`invariants = false`) needs its replicas in step, and behind a transaction-mode
+    /// pooler what a scenario shows depends on how its replicas' statements interleave; another
+    /// scenario's load on the CPUs moves both (`pgbouncer-transaction-hazard` missed its hazard
+    /// beside another scenario, and `pgbouncer-transaction-guarded` its first refusal).
     pub fn runs_alone(&self) -> bool {
         self.invariants == Invariants::None
+            || (self.replicas.values()).any(|d| d.path.is_transaction_pooled())
     }
 
     /// What the run's programs offer when the run's program is `program`: the lowest level of

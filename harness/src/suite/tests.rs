@@ -187,3 +187,25 @@ async fn a_scenario_that_runs_alone_runs_beside_no_other() {
     }
     assert!(overlaps(&spans[0], &spans[1]), "two at once: {spans:?}");
 }
+
+/// Which shipped scenarios run alone under `--jobs`: every one behind a transaction-mode pooler
+/// (the hazards among them), and no other that shows a hazard or none.
+#[test]
+fn the_transaction_pooler_scenarios_run_alone() {
+    let scenarios = load(&run_args(&[])).unwrap();
+    let alone: Vec<&str> = (scenarios.iter())
+        .filter(|s| s.runs_alone())
+        .map(|s| s.name.as_str())
+        .collect();
+    for name in [
+        "pgbouncer-transaction-hazard",
+        "pgbouncer-transaction-1-hazard",
+        "pgbouncer-transaction-guarded",
+        "pgbouncer-transaction-server-restart",
+    ] {
+        assert!(alone.contains(&name), "{name} runs alone: {alone:?}");
+    }
+    for name in ["steady-election", "leader-partition", "pgbouncer-session"] {
+        assert!(!alone.contains(&name), "{name} runs beside others");
+    }
+}
