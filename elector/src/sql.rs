@@ -3,6 +3,30 @@
 //! Each check is one simple-protocol statement, so a standby check and a leader check each cost
 //! exactly one round trip.
 
+// The literals of the guard's clock (POOL-1), as macros so that `concat!` builds the leader
+// checks' constants from them and every statement writes the same text.
+macro_rules! checked {
+    () => {
+        "plexsphere.background_leader_checked"
+    };
+}
+macro_rules! now_ms {
+    () => {
+        "(date_part('epoch', clock_timestamp()) * 1000)::bigint"
+    };
+}
+macro_rules! write_checked {
+    () => {
+        concat!(
+            "set_config('",
+            checked!(),
+            "', ",
+            now_ms!(),
+            "::text, false)"
+        )
+    };
+}
+
 /// First half of the two-int4 advisory lock key: `0x706C7873`, ASCII `plxs`.
 pub const LOCK_CLASSID: i32 = 1_886_156_915;
 /// Second half of the two-int4 advisory lock key.
@@ -163,7 +187,7 @@ fn attempt(
     let marker = if guarded {
         format!(
             "WHEN set_config('plexsphere.background_leader', '1886156915:1', false) IS NULL \
-             THEN NULL WHEN set_config('{CHECKED}', {NOW_MS}::text, false) IS NULL THEN NULL "
+             THEN NULL WHEN {WRITE_CHECKED} IS NULL THEN NULL "
         )
     } else {
         String::new()
@@ -261,17 +285,18 @@ pub const PING: &str = "SELECT 1";
 /// a standby whose attempt lands on the lock session (such a pooler hands it to every client)
 /// can tell a live leader's session from one no leader has checked on for the orphan bound
 /// (see [`try_lock`]). On any other session the setting means nothing.
-pub const PING_SESSION: &str = "SELECT pg_backend_pid(), \
-set_config('plexsphere.background_leader_checked', \
-(date_part('epoch', clock_timestamp()) * 1000)::bigint::text, false)";
+pub const PING_SESSION: &str = concat!("SELECT pg_backend_pid(), ", write_checked!());
 
 /// POOL-1: the session-local setting where the grant and each leader check with the guard
-/// ([`PING_SESSION`]) write the server's clock in milliseconds since the epoch ([`NOW_MS`]).
-pub const CHECKED: &str = "plexsphere.background_leader_checked";
+/// ([`PING_SESSION`]) write the server's clock in milliseconds since the epoch.
+pub const CHECKED: &str = checked!();
 
 /// The server's clock in milliseconds since the epoch, as SQL: the one clock every session of
 /// a server reads alike, whichever client or pooler sent the statement.
-const NOW_MS: &str = "(date_part('epoch', clock_timestamp()) * 1000)::bigint";
+const NOW_MS: &str = now_ms!();
+
+/// `set_config` of [`CHECKED`] to [`NOW_MS`], as SQL (the grant's and the leader checks').
+const WRITE_CHECKED: &str = write_checked!();
 
 /// The leader's check with X-VERIFY: proves the session is alive and still holds the key
 /// (answers `t` or `f`).
@@ -281,10 +306,11 @@ const NOW_MS: &str = "(date_part('epoch', clock_timestamp()) * 1000)::bigint";
 /// partition lock: its cost grows with the locks other sessions hold (see the bench). X-VERIFY
 /// is therefore off by default and, when on, runs on the leader only, once per T. Like
 /// [`PING_SESSION`] it writes the server's clock into [`CHECKED`] (a second column).
-pub const PING_VERIFY: &str = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
-AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted), \
-set_config('plexsphere.background_leader_checked', \
-(date_part('epoch', clock_timestamp()) * 1000)::bigint::text, false)";
+pub const PING_VERIFY: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+     AND classid = 1886156915 AND objid = 1 AND objsubid = 2 AND pid = pg_backend_pid() AND granted), ",
+    write_checked!()
+);
 
 /// X-WAKE: the settings of a standby's queued session, set once before it queues. A queued
 /// attempt is a running statement, and a running statement holds a snapshot: VACUUM keeps every
