@@ -5,7 +5,6 @@
 
 use std::sync::OnceLock;
 
-use crate::elector::Inner;
 use crate::Error;
 
 /// A standby's polled attempt for each kind of server, and the one this elector's server needs,
@@ -113,9 +112,10 @@ pub(crate) enum Answer {
     Freed,
 }
 
-/// Reads an attempt's answer; anything else than one of the three is a protocol error.
+/// Reads an attempt's answer (`fencing`: the elector fences, so a grant must carry its
+/// token); anything else than one of the outcomes is a protocol error.
 pub(crate) fn answer(
-    inner: &Inner,
+    fencing: bool,
     messages: &[tokio_postgres::SimpleQueryMessage],
 ) -> Result<Answer, Error> {
     let row = messages.iter().find_map(|m| match m {
@@ -128,7 +128,7 @@ pub(crate) fn answer(
         _ => None,
     });
     // X-FENCE: a fencing elector's grant carries its token.
-    let fenced = |fence: Option<i64>| inner.fence.is_none() || fence.is_some();
+    let fenced = |fence: Option<i64>| !fencing || fence.is_some();
     match row {
         Some((outcome, Some(pid), fence))
             if (outcome == "granted" || outcome == "unbounded") && fenced(fence) =>

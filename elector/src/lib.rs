@@ -45,3 +45,12 @@ pub mod supervisor;
 pub mod ticker;
 pub mod while_leader;
 pub mod who;
+
+#[cfg(test)]
+mod tests {
+    /// `elector/tests/clauses.json` lists every unit test of the library, and no other.
+    #[test]
+    fn every_test_names_the_clauses_it_decides() {
+        testkit::decides::assert_every_test_listed("elector");
+    }
+}

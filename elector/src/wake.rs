@@ -119,7 +119,7 @@ async fn queue(inner: Arc<Inner>, statement: String) -> Result<Grant, Error> {
         }
     };
     tracing::debug!("background leader: the queued session was answered");
-    match answer(&inner, &messages)? {
+    match answer(inner.fence.is_some(), &messages)? {
         Answer::Granted {
             pid: granted,
             bounded,

@@ -199,7 +199,30 @@ impl std::fmt::Display for EventKind {
     }
 }
 
+/// How an event changes its replica's term ([`ReplicaEvent::term_change`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TermChange {
+    /// An acquisition: a term begins.
+    Begins,
+    /// A demotion, a release, an abandonment, or a (re)start of the process: any term that was
+    /// open has ended.
+    Ends,
+}
+
 impl ReplicaEvent {
+    /// How it changes the replica's term, if it does: the one rule the checks' terms
+    /// ([`crate::check::history::terms`]) and a scenario's waits read events by.
+    pub fn term_change(&self) -> Option<TermChange> {
+        match self {
+            ReplicaEvent::Acquired { .. } => Some(TermChange::Begins),
+            ReplicaEvent::Demoted { .. }
+            | ReplicaEvent::Released { .. }
+            | ReplicaEvent::Abandoned { .. }
+            | ReplicaEvent::Started { .. } => Some(TermChange::Ends),
+            _ => None,
+        }
+    }
+
     /// The event's kind.
     pub fn kind(&self) -> EventKind {
         match self {

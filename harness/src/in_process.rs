@@ -1,10 +1,12 @@
 //! The elector's own tests as a report source: the in-process clauses (those only a test inside
 //! the replica's process can decide) take their verdicts from nextest's JUnit file of the
-//! elector's tests, and each test names the clauses it decides in its doc comment.
+//! elector's tests, and `elector/tests/clauses.json` names the clauses each test decides (each
+//! test binary of the elector checks that the file lists exactly its tests).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 
 use crate::check::{Check, Verdict};
 use crate::report::Source;
@@ -16,26 +18,34 @@ pub const ELECTOR_TESTS: &str = "elector tests";
 /// ([`in_process_not_run`]): a report with [`ELECTOR_TESTS`] has no need of it.
 pub const IN_PROCESS_NOT_RUN: &str = "elector tests (in-process)";
 
-/// The elector's tests as a report source: each test decides the clause IDs its doc comment
-/// names; its verdict comes from nextest's JUnit file.
+/// The elector's tests as a report source: each test decides the clause IDs
+/// `elector/tests/clauses.json` gives it; its verdict comes from nextest's JUnit file.
+///
+/// # Errors
+/// The file cannot be read or parsed, or it names a test the clauses file does not list (a new
+/// test, added without saying what it decides).
 pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
     let xml =
         std::fs::read_to_string(junit).with_context(|| format!("reading {}", junit.display()))?;
     let doc =
         roxmltree::Document::parse(&xml).with_context(|| format!("parsing {}", junit.display()))?;
-    let clauses = elector_test_clauses();
+    let listed = listed();
     let mut checks = Vec::new();
     let mut seconds = 0.0;
     for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
         let name = case.attribute("name").unwrap_or_default();
-        let fn_name = name.rsplit("::").next().unwrap_or(name);
-        let Some(ids) = clauses
-            .iter()
-            .find(|(f, _)| f == fn_name)
-            .map(|(_, ids)| ids.clone())
-        else {
-            continue;
+        let binary = case.attribute("classname").unwrap_or_default();
+        let Some(ids) = listed.get(binary).and_then(|m| m.get(name)) else {
+            bail!(
+                "{}: the elector's test {binary} {name} is not in elector/tests/clauses.json \
+                 (list it there, with the clauses it decides or none)",
+                junit.display()
+            );
         };
+        if ids.is_empty() {
+            continue;
+        }
+        let (ids, fn_name) = (ids.clone(), name.rsplit("::").next().unwrap_or(name));
         seconds += case
             .attribute("time")
             .and_then(|t| t.parse::<f64>().ok())
@@ -99,104 +109,79 @@ pub(crate) fn in_process_not_run(why: &str) -> Source {
     }
 }
 
-/// `(test fn, clause IDs)` of every elector test, from the doc comment above each test.
-pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
-    const SOURCES: [&str; 22] = [
-        include_str!("../../elector/tests/it/config.rs"),
-        // CFG-1's compile-fail test, in a crate of its own (elector/typecheck).
-        include_str!("../../elector/typecheck/tests/config.rs"),
-        include_str!("../../elector/tests/it/demotion.rs"),
-        include_str!("../../elector/tests/it/fence.rs"),
-        include_str!("../../elector/tests/it/launchers.rs"),
-        include_str!("../../elector/tests/it/leadership.rs"),
-        include_str!("../../elector/tests/it/lock.rs"),
-        include_str!("../../elector/tests/it/metrics.rs"),
-        include_str!("../../elector/tests/it/orphan.rs"),
-        include_str!("../../elector/tests/it/pooler.rs"),
-        include_str!("../../elector/tests/it/pre14.rs"),
-        include_str!("../../elector/tests/it/run.rs"),
-        include_str!("../../elector/tests/it/session.rs"),
-        include_str!("../../elector/tests/it/term_do.rs"),
-        include_str!("../../elector/tests/it/verify.rs"),
-        include_str!("../../elector/tests/it/wake.rs"),
-        include_str!("../../elector/tests/it/who.rs"),
-        // The unit tests in the elector's modules.
-        include_str!("../../elector/src/elector.rs"),
-        include_str!("../../elector/src/gate.rs"),
-        include_str!("../../elector/src/gauge.rs"),
-        include_str!("../../elector/src/readiness.rs"),
-        include_str!("../../elector/src/supervisor.rs"),
-    ];
-    let mut out = Vec::new();
-    for src in SOURCES {
-        let mut doc = String::new();
-        for line in src.lines().map(str::trim) {
-            if let Some(d) = line.strip_prefix("///") {
-                doc.push_str(d);
-                doc.push(' ');
-            } else if line.starts_with("#[") {
-                continue;
-            } else if let Some(rest) = line
-                .strip_prefix("async fn ")
-                .or_else(|| line.strip_prefix("fn "))
-            {
-                let name = rest.split('(').next().unwrap_or_default().to_owned();
-                let ids = clause_ids(&doc);
-                if !ids.is_empty() {
-                    out.push((name, ids));
-                }
-                doc.clear();
-            } else {
-                doc.clear();
-            }
-        }
-    }
-    out
+/// `elector/tests/clauses.json`, read (its shape is checked by this module's tests).
+fn listed() -> facts::decides::Decides {
+    serde_json::from_str(facts::decides::CLAUSES_JSON).unwrap_or_default()
 }
 
-/// The clause IDs a text names, e.g. `RUN-7`, in order, once each.
-fn clause_ids(text: &str) -> Vec<String> {
-    let mut ids: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
-        if crate::clauses::exists(word) && !ids.iter().any(|i| i == word) {
-            ids.push(word.to_owned());
-        }
-    }
-    ids
+/// `(test, clause IDs)` of every elector test that decides a clause, from
+/// `elector/tests/clauses.json`.
+pub fn elector_test_clauses() -> Vec<(String, Vec<String>)> {
+    (listed().into_values())
+        .flat_map(BTreeMap::into_iter)
+        .filter(|(_, ids)| !ids.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The file parses, every ID it names is one of the spec's, and tests are found under their
+    /// binary and module path.
     #[test]
     fn elector_tests_name_their_clauses() {
-        let map = elector_test_clauses();
-        let get = |f: &str| {
-            map.iter()
-                .find(|(n, _)| n == f)
-                .map(|(_, ids)| ids.clone())
-                .unwrap_or_default()
-        };
-        assert_eq!(get("panic_in_run_abandons_the_lock"), vec!["RUN-7"]);
-        assert!(
-            get("leader_holds_the_two_int4_key_and_the_spec_query_finds_it")
-                .contains(&"LOCK-1".to_owned())
-        );
-        assert_eq!(get("panicking_worker_exhausts_its_budget"), vec!["LOOP-5"]);
-        assert_eq!(get("config_without_a_pool_does_not_compile"), vec!["CFG-1"]);
+        let file = facts::decides::decides();
+        let bad: Vec<&String> = (file.values().flat_map(BTreeMap::values).flatten())
+            .filter(|id| !crate::clauses::exists(id))
+            .collect();
+        assert!(bad.is_empty(), "not clause IDs: {bad:?}");
+        let get = |binary: &str, test: &str| file[binary].get(test).cloned();
+        let ids = |v: &[&str]| Some(v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
         assert_eq!(
-            get("a_leader_whose_session_lost_the_lock_demotes_at_its_next_check"),
-            vec!["X-VERIFY"]
+            get("elector::it", "run::panic_in_run_abandons_the_lock"),
+            ids(&["RUN-7"])
         );
         assert_eq!(
-            get("the_lock_session_names_its_replica_and_who_leads_says_which"),
-            vec!["X-WHO"]
+            get(
+                "elector-typecheck::config",
+                "config_without_a_pool_does_not_compile"
+            ),
+            ids(&["CFG-1"])
         );
         assert_eq!(
-            get("the_seven_probed_loops_and_their_names"),
-            vec!["READY-5"]
+            get(
+                "elector",
+                "readiness::tests::the_seven_probed_loops_and_their_names"
+            ),
+            ids(&["READY-5"])
         );
-        assert!(map.len() >= 25, "{map:?}");
+        assert!(elector_test_clauses().len() >= 85);
+    }
+
+    fn junit(cases: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().expect("a temporary file");
+        let xml =
+            format!("<testsuites><testsuite name=\"elector\">{cases}</testsuite></testsuites>");
+        std::fs::write(file.path(), xml).expect("a JUnit file");
+        file
+    }
+
+    /// A listed test's verdict decides its clauses; a test the file does not list stops the
+    /// report with its name (it would otherwise decide nothing, unseen).
+    #[test]
+    fn a_listed_test_decides_its_clauses_and_an_unlisted_one_is_an_error() {
+        let listed = junit(
+            r#"<testcase name="run::panic_in_run_abandons_the_lock" classname="elector::it" time="1.5"><failure/></testcase>
+               <testcase name="standby_check::on_postgres_15_the_standby_check_reads_no_view" classname="elector::it" time="1"/>"#,
+        );
+        let source = elector_tests(listed.path()).expect("a source");
+        assert_eq!(source.checks.len(), 1, "{:?}", source.checks);
+        assert_eq!(source.checks[0].clauses, vec!["RUN-7".to_owned()]);
+        assert_eq!(source.checks[0].verdict, Verdict::Invalid);
+        let unlisted =
+            junit(r#"<testcase name="run::a_new_test" classname="elector::it" time="1"/>"#);
+        let e = elector_tests(unlisted.path()).expect_err("an unlisted test");
+        assert!(e.to_string().contains("elector::it run::a_new_test"), "{e}");
     }
 }

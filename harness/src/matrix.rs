@@ -1,12 +1,12 @@
 //! `harness run --pg 13,15,17` (X-PGVER): every scenario on each PostgreSQL major, one report
 //! with a column per version (the run itself is [`crate::suite`]'s), as `--impl` compares implementations (see
 //! [`crate::report::compare`]). Each version runs on the images of its Debian release
-//! ([`testkit::images::MAJORS`]); the elector's in-process tests (`--elector-junit`) ran on 15
+//! ([`facts::images::MAJORS`]); the elector's in-process tests (`--elector-junit`) ran on 15
 //! and decide that column's in-process clauses only.
 
 use std::path::Path;
 
-use testkit::images::{Major, MAJORS};
+use facts::images::{Major, MAJORS};
 
 use crate::check::{Check, Verdict};
 use crate::in_process::{elector_tests, in_process_not_run};

@@ -37,8 +37,8 @@ pub struct RunArgs {
     /// Where the report and the evidence go.
     #[arg(long, default_value = "target/conformance")]
     pub out: PathBuf,
-    /// nextest's JUnit file of the elector's tests, whose clause IDs (in their doc comments)
-    /// join the report.
+    /// nextest's JUnit file of the elector's tests, whose verdicts join the report for the
+    /// clauses `elector/tests/clauses.json` gives each test.
     #[arg(long)]
     pub elector_junit: Option<PathBuf>,
     /// Scheduling noise allowed on top of each bound (small against T; less than T).
@@ -82,7 +82,7 @@ pub struct RunArgs {
     /// How many scenarios run at once, 1 to 4, each on servers and replicas of its own; one by
     /// default. A scenario behind a transaction-mode pooler or one that must show a hazard runs
     /// with no other at once; even so, two such scenarios missed what they show in runs at 2
-    /// (docs/gate.md), so the main job runs one at a time.
+    /// (docs/findings.md), so the main job runs one at a time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub jobs: u8,
 }
@@ -96,7 +96,7 @@ impl RunArgs {
         if let Some(v) = self
             .pg
             .iter()
-            .find(|v| testkit::images::Major::of(**v).is_none())
+            .find(|v| facts::images::Major::of(**v).is_none())
         {
             bail!(
                 "--pg {v}: PostgreSQL {v} is not in the matrix; its majors are {}",

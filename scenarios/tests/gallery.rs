@@ -182,7 +182,8 @@ fn the_programs_table_is_the_gallerys() {
 
 /// A feature beyond the spec is judged only on a program that declares it, and a declaration is
 /// not taken on trust: the Python example, which has no X-WAKE and polls every T, declared to
-/// have it fails X-WAKE on the wire at level 0 (its handovers take up to T, not milliseconds);
+/// have it fails X-WAKE on the wire at level 0 (its standby's lock calls are neither queued nor
+/// woken by a notification, however soon after a release a poll comes);
 /// and, with its POOL-1 guard kept on where the harness asks for the pooler's hazard
 /// (`REPLICA_SHARED_SESSION_GUARD=0`, overridden here by `env`), it fails POOL-1 (its guard
 /// refuses the shared session, so no two replicas are granted at once) and is told why.

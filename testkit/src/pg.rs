@@ -1,5 +1,6 @@
 //! A real PostgreSQL in a container of its own, and the observer queries tests run against it.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -43,11 +44,23 @@ impl Default for PgOptions {
     }
 }
 
+pub use facts::pg::{data_volume, PGDATA};
+
 /// The ordinary application role the tests' electors connect as ([`Pg::url`], [`Pg::pool`],
 /// [`Pg::url_via`]): a login role that is not a superuser and owns nothing, with `CONNECT` and
 /// `USAGE` on the schema (on PostgreSQL 15 and later `public` grants it no CREATE). Its password
 /// is its name.
 pub const APP_USER: &str = "elector_app";
+
+/// A name no other container of this machine has: the prefix, this process and a counter.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{nanos}-{n}", std::process::id())
+}
 
 /// What [`Pg::start_with`] sets up, as the superuser, once the server is up.
 const PROVISION: &str = "CREATE ROLE elector_app LOGIN PASSWORD 'elector_app'; \
@@ -86,7 +99,8 @@ impl Pg {
             .with_db_name("plexsphere")
             .with_name(&image.name)
             .with_tag(&image.tag)
-            .with_label("org.elector.test", options.label);
+            .with_label("org.elector.test", options.label)
+            .with_host_config_modifier(data_volume);
         if options.trust {
             request = request.with_env_var("POSTGRES_HOST_AUTH_METHOD", "trust");
         }
@@ -100,7 +114,7 @@ impl Pg {
         }
         let mut name = None;
         if let Some(network) = options.network {
-            let container = crate::pgbouncer::unique_name("testkit-postgres");
+            let container = unique_name("testkit-postgres");
             request = request
                 .with_network(&network)
                 .with_container_name(&container);

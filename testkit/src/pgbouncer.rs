@@ -1,23 +1,13 @@
 //! PgBouncer (the image of `ci/images/pgbouncer`, or the one `ELECTOR_PGBOUNCER_IMAGE` names) in
 //! front of a [`Pg`] that joined a Docker network ([`PgOptions::network`](crate::pg::PgOptions)).
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use testcontainers::core::{IntoContainerPort, WaitFor};
 use testcontainers::{runners::AsyncRunner, ContainerAsync, GenericImage, ImageExt};
 
 use crate::images::{BUILD_HINT, PGBOUNCER};
 use crate::Pg;
 
-/// A name no other container of this machine has: the prefix, this process and a counter.
-pub fn unique_name(prefix: &str) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}-{}-{nanos}-{n}", std::process::id())
-}
+pub use crate::pg::unique_name;
 
 /// A PgBouncer in its own container; removed on drop.
 pub struct PgBouncer {

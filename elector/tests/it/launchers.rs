@@ -334,3 +334,67 @@ async fn a_re_raised_panic_never_logs_an_earlier_panics_stack() {
     );
     halt(astop, arun).await;
 }
+
+/// Panics every time it is called, from a frame this test names.
+#[inline(never)]
+fn a_panicking_pass() -> Result<(), String> {
+    panic!("a pass that always panics")
+}
+
+/// READY-4, "the loop keeps ticking" (found by CI: a loop that panicked twice stopped ticking
+/// for 3 s): the first panic of a process resolves its stack's symbols on a blocking thread,
+/// hundreds of ms or seconds on a loaded host. A second panic while that runs must not wait
+/// for it: the panic hook's capture, and the default hook's message before it, took std's
+/// process-wide backtrace lock, which the resolution held. Each panicking tick returns within
+/// T/4 (50 ms: a capture of the stack takes about a millisecond; the rest is scheduling), and the
+/// second one returns before the first ERROR line is written, so the test exercises the overlap.
+/// nextest runs each test in a process of its own, so the first resolution here is the
+/// process's first (the slow one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_while_another_panics_stack_resolves_does_not_wait_for_it() {
+    // The default hook's own backtrace (RUST_BACKTRACE=1) is the user's choice and is resolved
+    // in the panicking thread; this test measures what the elector adds.
+    std::env::set_var("RUST_BACKTRACE", "0");
+    let pg = Pg::start().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _ra) = elector_on(&pg.url(), "a", T).await;
+    let (astop, arun) = lead(&a).await;
+    let ticker = LeaderTicker::new("invitations-expire", T).expect("a ticker");
+    let shutdown = CancellationToken::new();
+    let mut panics = |_t: elector::Term| async { a_panicking_pass() };
+    let bound = T / 4;
+    for n in 1..=3 {
+        let started = tokio::time::Instant::now();
+        let outcome = ticker.tick(&a, &shutdown, &mut panics).await;
+        let took = started.elapsed();
+        assert_eq!(
+            outcome,
+            TickOutcome::Panicked("a pass that always panics".into())
+        );
+        assert!(
+            took < bound,
+            "panicking tick {n} took {took:?} (bound {bound:?}); ERROR lines written so far: {}",
+            logs.matching("background loop tick panicked").len()
+        );
+    }
+    let written = logs.matching("background loop tick panicked").len();
+    assert!(
+        written < 3,
+        "every stack was resolved before the next panic ({written} ERROR lines already): the \
+         overlap this test is for did not happen"
+    );
+    wait_for(Duration::from_secs(30), || {
+        logs.matching("background loop tick panicked").len() == 3
+    })
+    .await
+    .expect("an ERROR line for each panic");
+    let lines = logs.matching("background loop tick panicked");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.fields["stack"].contains("a_panicking_pass")),
+        "no ERROR line names the panicking frame: {:?}",
+        lines.iter().map(|l| &l.fields["stack"]).collect::<Vec<_>>()
+    );
+    halt(astop, arun).await;
+}

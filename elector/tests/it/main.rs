@@ -1,5 +1,5 @@
 //! The elector's integration tests, against a real PostgreSQL started per test with
-//! testcontainers. Clause IDs from spec/clauses.md name what each test decides.
+//! testcontainers. `elector/tests/clauses.json` names the clauses each test decides.
 
 mod fixture;
 
@@ -20,3 +20,9 @@ mod term_do;
 mod verify;
 mod wake;
 mod who;
+
+/// `elector/tests/clauses.json` lists every test of this binary, and no other.
+#[test]
+fn every_test_names_the_clauses_it_decides() {
+    testkit::decides::assert_every_test_listed("elector::it");
+}

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use super::{in_t, ms_of, t_of, verdict_of, Bounds, Check, Measure, Unit, Verdict, Window};
-use crate::event::{ReleaseOutcome, ReplicaEvent};
+use crate::event::{ReleaseOutcome, ReplicaEvent, TermChange};
 use crate::fault::Verb;
 use crate::timeline::{fault_spans, Entry, FaultSpan, What};
 
@@ -82,10 +82,9 @@ pub fn terms(entries: &[Entry]) -> Vec<Term> {
                         server_stopping_ms: None,
                     });
                 }
-                ReplicaEvent::Demoted { .. }
-                | ReplicaEvent::Released { .. }
-                | ReplicaEvent::Abandoned { .. }
-                | ReplicaEvent::Started { .. } => end(&mut open, &mut all, replica, e.t_ms),
+                _ if event.term_change() == Some(TermChange::Ends) => {
+                    end(&mut open, &mut all, replica, e.t_ms);
+                }
                 _ => {}
             },
             What::Fault {

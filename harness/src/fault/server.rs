@@ -7,12 +7,12 @@ use super::{FaultRecord, Nemesis, Verb, SERVER};
 
 impl Nemesis {
     /// The backend pid of the session holding the leader lock: the spec's leader-finding query
-    /// (`testkit::SPEC_LEADER_QUERY`, the reference page's text), verbatim, on the observer; `None` when no granted row.
+    /// (`facts::spec::LEADER_QUERY`, the reference page's text), verbatim, on the observer; `None` when no granted row.
     ///
     /// # Errors
     /// The query failed.
     pub async fn leader_backend_pid(&self) -> anyhow::Result<Option<i32>> {
-        let rows = self.observer.query(testkit::SPEC_LEADER_QUERY, &[]).await?;
+        let rows = self.observer.query(facts::spec::LEADER_QUERY, &[]).await?;
         let granted: Vec<i32> = rows
             .iter()
             .filter(|r| r.get::<_, bool>(1))

@@ -101,7 +101,7 @@ async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
         .text()
         .await
         .ok()?;
-    crate::replica::handle::gauge_value(&text, testkit::spec::GAUGE)
+    crate::replica::handle::gauge_value(&text, facts::spec::GAUGE)
         .ok()
         .flatten()
 }

@@ -442,7 +442,7 @@ impl ReplicaProcess {
     /// # Errors
     /// As [`metrics_text`](Self::metrics_text).
     pub async fn try_metrics_gauge(&self) -> anyhow::Result<Option<i64>> {
-        gauge_value(&self.metrics_text().await?, testkit::spec::GAUGE)
+        gauge_value(&self.metrics_text().await?, facts::spec::GAUGE)
             .map_err(|e| anyhow!("replica {}: /metrics: {e}", self.spec.name))
     }
 

@@ -308,8 +308,9 @@ pub struct ReplicaDecl {
     /// The contract level `cmd` meets (default 1, as `--replica-level`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<Level>,
-    /// Started this long after the run's other replicas (default: with them). Replicas started
-    /// at one instant poll in step, and behind a transaction-mode pooler two queries in flight
+    /// Started this long after the run's other replicas (those without one) are all ready
+    /// (default: with them), however long they take to boot. Replicas started at one instant
+    /// poll in step, and behind a transaction-mode pooler two queries in flight
     /// at once each get a server session of their own, which hides the pooler's hazard; replicas
     /// deployed one after another poll out of step.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,7 +40,7 @@ pub const DEFAULT_PROXY_PORTS: u16 = 8;
 /// The most proxy ports the Toxiproxy container can expose (8666–8697).
 pub const MAX_PROXY_PORTS: u16 = 32;
 /// PostgreSQL's data directory in the image (the upstream image's `PGDATA`).
-pub const PGDATA: &str = "/var/lib/postgresql/data";
+pub const PGDATA: &str = facts::pg::PGDATA;
 /// How long a container may take to report ready.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stopped PostgreSQL container gets to shut down before SIGKILL.
@@ -161,20 +161,6 @@ fn start_error(
     }
 }
 
-/// Puts `PGDATA` on an anonymous volume (removed with the container), as the upstream image's
-/// `VOLUME` does: on a copy-on-write storage driver (fuse-overlayfs here) writing the cluster
-/// into the container's own layer is slow (measured here: 5.1–6.1 s until ready, against
-/// 1.8–2.4 s on a volume). The volume survives a container restart, like a real server's disk.
-fn data_volume(host: &mut bollard::models::HostConfig) {
-    host.mounts
-        .get_or_insert_with(Vec::new)
-        .push(bollard::models::Mount {
-            target: Some(PGDATA.to_owned()),
-            typ: Some(bollard::models::MountTypeEnum::VOLUME),
-            ..Default::default()
-        });
-}
-
 /// Which images were present locally before the start (for the error message).
 #[derive(Clone, Copy)]
 struct Present {
@@ -255,7 +241,7 @@ impl DockerServices {
                 .with_network(network)
                 .with_container_name(&postgres_name)
                 .with_labels(cleanup::labels(run, "postgres"))
-                .with_host_config_modifier(data_volume)
+                .with_host_config_modifier(facts::pg::data_volume)
                 .with_startup_timeout(STARTUP_TIMEOUT);
             if !options.postgres_settings.is_empty() {
                 let mut cmd = vec!["-c".to_owned(), "fsync=off".to_owned()];

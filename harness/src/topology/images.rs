@@ -1,7 +1,7 @@
 //! Container image names: from flags and the environment; where none is named, the image
 //! `ci/build-images.sh` built on this machine when Docker has it, else the upstream image a
 //! user with a registry would pull. The choice is printed once per service (see
-//! [`testkit::images`], which the tests share).
+//! [`facts::images`], which the tests share).
 //!
 //! | service | flag | environment | built locally | upstream |
 //! |---|---|---|---|---|
@@ -9,7 +9,7 @@
 //! | PgBouncer | `--pgbouncer-image` | `ELECTOR_PGBOUNCER_IMAGE` | `elector-local/pgbouncer:1.18` | `edoburu/pgbouncer:latest` |
 //! | Toxiproxy | `--toxiproxy-image` | `ELECTOR_TOXIPROXY_IMAGE` | `elector-local/toxiproxy:dev` | `ghcr.io/shopify/toxiproxy:2.12.0` |
 
-pub use testkit::images::{
+pub use facts::images::{
     local_image_exists, ImageRef, Images, Service, Source, BUILD_HINT, PGBOUNCER, POSTGRES,
     TOXIPROXY,
 };

@@ -90,7 +90,7 @@ impl Observer {
     /// The spec's query plus the holders' application names, on the observer connection.
     pub async fn lock_rows(&self) -> anyhow::Result<Vec<(i32, bool, String)>> {
         // The spec's text, not the elector's constant: a typo in the crate must not pass.
-        let rows = self.query(testkit::SPEC_LEADER_QUERY, &[]).await?;
+        let rows = self.query(facts::spec::LEADER_QUERY, &[]).await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let (pid, granted): (i32, bool) = (row.get(0), row.get(1));

@@ -389,6 +389,9 @@ impl Tap {
                 });
             }
             Be::BackendKeyData(k) => out.push(WireEvent::Backend { pid: k.pid }),
+            Be::NotificationResponse(n) => out.push(WireEvent::Notified {
+                channel: cut(n.channel),
+            }),
             Be::ParseComplete(_) => self.pop_if(|p| matches!(p, Pending::Parse)),
             Be::BindComplete(_) => self.pop_if(|p| matches!(p, Pending::Bind)),
             Be::CloseComplete(_) => self.pop_if(|p| matches!(p, Pending::Close)),

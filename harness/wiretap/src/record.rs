@@ -100,6 +100,12 @@ pub enum WireEvent {
         /// The statement.
         sql: String,
     },
+    /// The server delivered a notification on this connection (a `NOTIFY` on a channel it
+    /// listens to: X-WAKE's wake-up).
+    Notified {
+        /// The channel (cut at [`MAX_TEXT`]).
+        channel: String,
+    },
     /// The connection ended.
     Closed {
         /// Which side ended it.

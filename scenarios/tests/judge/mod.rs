@@ -21,6 +21,20 @@ pub fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// How the black-box tests run `program`: at [`T`] with [`SLACK`], once, on the images the
+/// environment names, each run's evidence under `out`.
+pub fn options(program: Program, seed: u64, out: PathBuf) -> RunOptions {
+    RunOptions {
+        t: T,
+        seed,
+        out,
+        program,
+        images: harness::topology::Images::from_env(),
+        slack: SLACK,
+        repeat: 1,
+    }
+}
+
 /// Runs `scenarios` (names under `scenarios/`) one after another with `program`, each run's
 /// evidence under `out`; the report over them. `label` names the program in a failure.
 pub async fn judged(
@@ -30,15 +44,7 @@ pub async fn judged(
     seed: u64,
     out: PathBuf,
 ) -> Report {
-    let opts = RunOptions {
-        t: T,
-        seed,
-        out,
-        program,
-        images: harness::topology::Images::from_env(),
-        slack: SLACK,
-        repeat: 1,
-    };
+    let opts = options(program, seed, out);
     let mut sources: Vec<Source> = Vec::new();
     for name in scenarios {
         let file = repo().join("scenarios").join(format!("{name}.toml"));

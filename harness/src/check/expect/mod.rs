@@ -1,6 +1,7 @@
 //! A scenario's own expectations (`[[expect]]` in its file), decided over the run's facts:
 //! its timeline, its `leader_work` rows, the moments its steps named, and its replicas' logs.
 
+mod handover;
 mod on_the_wire;
 mod reports;
 mod samples;
@@ -10,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
+use self::handover::handover;
 use self::on_the_wire::{fence_tokens_rise, granted_at_once, pool_recycled};
 use self::reports::{log, readyz, readyz_says};
 use self::samples::{fence_rejects, gauge_sum_reaches, lock_rows_at_most, work_rows};
@@ -140,6 +142,16 @@ pub enum Expect {
     /// as `REPLICA_POOL_MAX_LIFETIME_MS` asks). A program that ignores the variable leaves
     /// SESS-1 untested, and fails here.
     PoolRecycled(usize),
+    /// X-WAKE on the wire: after the named step, the lock session its target held ends and
+    /// another replica is granted the key by a lock call either queued before that end or sent
+    /// within `within` of a notification the server delivered it ([`handover`](self::handover)),
+    /// as the proxies saw them, with no slack.
+    Handover {
+        /// The named step whose target held the lock when it began.
+        after: String,
+        /// The longest wait between a notification and the lock call it wakes.
+        within: Span,
+    },
     /// The number of granted lock rows stays at most this.
     LockRowsAtMost(usize),
     /// The `leader_work` table ends with exactly this many rows.
@@ -202,6 +214,7 @@ impl Expect {
             | Expect::GrantedAtOnce(_)
             | Expect::FenceTokensRise(_)
             | Expect::PoolRecycled(_)
+            | Expect::Handover { .. }
             | Expect::Log { .. } => Level::Process,
             Expect::GaugeSumReaches(_) | Expect::Readyz { .. } => Level::Metrics,
             Expect::WorkRows(_) | Expect::FenceRejects(_) => Level::Work,
@@ -209,12 +222,14 @@ impl Expect {
     }
 
     /// Whether, for a program at `level`, it is decided on the wire, which only the harness's
-    /// own proxy records: `timed_out`, `granted_at_once`, `fence_tokens_rise` and `pool_recycled`
-    /// always, `demoted` below level 1 (no
-    /// gauge to show it).
+    /// own proxy records: `timed_out`, `granted_at_once`, `fence_tokens_rise`, `pool_recycled`
+    /// and `handover` always, `demoted` below level 1 (no gauge to show it).
     pub fn needs_wire(&self, level: Level) -> bool {
         match self {
-            Expect::GrantedAtOnce(_) | Expect::FenceTokensRise(_) | Expect::PoolRecycled(_) => true,
+            Expect::GrantedAtOnce(_)
+            | Expect::FenceTokensRise(_)
+            | Expect::PoolRecycled(_)
+            | Expect::Handover { .. } => true,
             Expect::Event {
                 awaited: Awaited::TimedOut,
                 ..
@@ -350,6 +365,7 @@ pub fn decide_at(ex: &Expectation, facts: &Facts, model: &WireModel, level: Leve
         Expect::GrantedAtOnce(n) => granted_at_once(*n, facts, model),
         Expect::FenceTokensRise(n) => fence_tokens_rise(*n, facts, model),
         Expect::PoolRecycled(n) => pool_recycled(*n, facts, model),
+        Expect::Handover { after, within } => handover(after, *within, facts, model),
         Expect::LockRowsAtMost(n) => lock_rows_at_most(*n, facts.entries),
         Expect::WorkRows(n) => work_rows(*n, facts.rows),
         Expect::FenceRejects(n) => fence_rejects(*n, facts),

@@ -65,6 +65,8 @@ pub struct Conn {
     /// Statements the proxy ran on its session behind the client's back
     /// ([`WireEvent::Injected`]: the `unlock` fault), when.
     pub injected: Vec<(f64, String)>,
+    /// When the server delivered it a notification ([`WireEvent::Notified`]).
+    pub notified: Vec<f64>,
     /// When it ended, who ended it, and whether the client said Terminate first.
     pub closed: Option<(f64, Closer, bool)>,
 }
@@ -121,6 +123,7 @@ pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
             statements: Vec::new(),
             server_errors: Vec::new(),
             injected: Vec::new(),
+            notified: Vec::new(),
             closed: None,
         });
         match event {
@@ -150,6 +153,7 @@ pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
             }
             WireEvent::ServerError { code, .. } => c.server_errors.push((e.t_ms, code.clone())),
             WireEvent::Injected { sql } => c.injected.push((e.t_ms, sql.clone())),
+            WireEvent::Notified { .. } => c.notified.push(e.t_ms),
             WireEvent::Closed { by, terminate } => {
                 c.closed.get_or_insert((e.t_ms, *by, *terminate));
             }
@@ -209,7 +213,24 @@ pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
     let mut sessions: Vec<LockSession> = Vec::new();
     // The open session of each holder pid.
     let mut open: BTreeMap<i32, usize> = BTreeMap::new();
+    // When the server last went down (a stop or a restart applied), and since when the server
+    // that answers now has run: no connection opened before it holds anything on it.
+    let (mut down_since, mut serving_since) = (None, f64::NEG_INFINITY);
     for e in entries {
+        if let Some(lifted) = server_down(&e.what) {
+            if !lifted {
+                down_since = Some(e.t_ms);
+                continue;
+            }
+            // Back up: every session of the server that went down ended with it (a sampler
+            // cannot see the lock go while the server is away).
+            let down = down_since.take().unwrap_or(e.t_ms);
+            for (_, i) in std::mem::take(&mut open) {
+                sessions[i].ended_ms.get_or_insert(down);
+            }
+            serving_since = down;
+            continue;
+        }
         let What::Locks { rows } = &e.what else {
             continue;
         };
@@ -228,7 +249,7 @@ pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
             if open.contains_key(&pid) {
                 continue;
             }
-            let Some(s) = granting(conns, pid, app, e.t_ms) else {
+            let Some(s) = granting(conns, pid, app, (serving_since, e.t_ms)) else {
                 continue;
             };
             open.insert(pid, sessions.len());
@@ -250,37 +271,55 @@ pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
 /// The connection and statement that granted the lock pg_locks showed held by `pid` (named
 /// `app`) at `t_ms`: the lock call sent last before it on the holder's connection (the one with
 /// its pid, else the replica's by `application_name`), answered after it or without an error.
-fn granting(conns: &[Conn], pid: i32, app: &str, t_ms: f64) -> Option<LockSession> {
+///
+/// Only connections opened since `serving_since` (the server's last start, as far as the
+/// timeline shows it) count: a restarted server numbers its backends from the start again, so
+/// a pid of a connection to the server before names another backend now.
+fn granting(
+    conns: &[Conn],
+    pid: i32,
+    app: &str,
+    (serving_since, t_ms): (f64, f64),
+) -> Option<LockSession> {
+    let conns_now = |c: &&Conn| c.opened_ms >= serving_since;
     // The connection open then with the holder's pid, of the replica the holder names when it
     // names one (a pid is reused once its backend is gone, and behind PgBouncer the pid a
     // client sees is PgBouncer's own, which may equal another server backend's).
     let named = conns.iter().any(|c| c.replica == app);
-    let by_pid = (conns.iter().enumerate())
+    let by_pid = (conns.iter().enumerate().filter(|(_, c)| conns_now(c)))
         .rev()
         .find(|(_, c)| c.pid == Some(pid) && c.open_at(t_ms) && (c.replica == app || !named));
     // A connection of the holder's replica that had the holder's pid and is closed now: the
     // server granted a backend whose client is gone (one blocked in the lock queue does not
     // read its socket, so an X-WAKE waiter of a killed replica can be granted long after):
     // no session of the program holds the lock.
-    let gone =
-        || (conns.iter()).any(|c| c.pid == Some(pid) && c.replica == app && c.opened_ms <= t_ms);
+    let gone = || {
+        (conns.iter().filter(conns_now))
+            .any(|c| c.pid == Some(pid) && c.replica == app && c.opened_ms <= t_ms)
+    };
     let candidates: Vec<usize> = match by_pid {
         Some((i, _)) => vec![i],
         None if gone() => return None,
-        None => (conns.iter().enumerate())
+        None => (conns.iter().enumerate().filter(|(_, c)| conns_now(c)))
             .filter(|(_, c)| c.replica == app && c.opened_ms <= t_ms)
             .map(|(i, _)| i)
             .collect(),
     };
     // The lock call sent last before the sample: the server grants it before its answer
-    // reaches the proxy, so a sample can show the grant before the wire shows the answer.
+    // reaches the proxy, so a sample can show the grant before the wire shows the answer. A
+    // connection whose last call was refused (whenever the refusal came) held no key then and
+    // asked for none since.
     let mut best: Option<(usize, usize, f64)> = None;
     for i in candidates {
-        for (j, s) in conns[i].statements.iter().enumerate() {
-            let refused = matches!(s.answer, Some((at, _)) if at <= t_ms && !s.succeeded());
-            if s.locks() && !refused && s.sent_ms <= t_ms && best.is_none_or(|b| s.sent_ms > b.2) {
-                best = Some((i, j, s.sent_ms));
-            }
+        let last = (conns[i].statements.iter().enumerate())
+            .rev()
+            .find(|(_, s)| {
+                let failed = matches!(s.answer, Some((at, _)) if at <= t_ms && !s.succeeded());
+                s.locks() && !failed && s.sent_ms <= t_ms
+            });
+        let Some((j, s)) = last else { continue };
+        if !refused(s) && best.is_none_or(|b| s.sent_ms > b.2) {
+            best = Some((i, j, s.sent_ms));
         }
     }
     let (conn, grant, _) = best?;
@@ -297,6 +336,28 @@ fn granting(conns: &[Conn], pid: i32, app: &str, t_ms: f64) -> Option<LockSessio
         token: conns[conn].token_from(grant),
     })
 }
+
+/// A server stop or restart in the timeline: `Some(false)` when applied (the server goes
+/// down), `Some(true)` when lifted (it answers again).
+fn server_down(what: &What) -> Option<bool> {
+    match what {
+        What::Fault {
+            verb: Verb::RestartServer | Verb::StopServer,
+            lifted,
+            ..
+        } => Some(*lifted),
+        _ => None,
+    }
+}
+
+/// Whether a lock call's answer says it was not granted: the spec's `pg_try_advisory_lock`
+/// answered false, or this project's elector's `refused`.
+fn refused(s: &Stmt) -> bool {
+    (s.row().and_then(|r| r.first()?.as_deref())).is_some_and(|v| REFUSED.contains(&v.trim()))
+}
+
+/// The answers to a lock call that mean it was refused ([`refused`]).
+const REFUSED: [&str; 3] = ["f", "false", "refused"];
 
 /// The answers to a lock call that mean it was granted: the spec's `pg_try_advisory_lock`
 /// answered true (`t` in the text format), or the words of this project's elector, whose

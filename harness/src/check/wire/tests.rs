@@ -50,6 +50,18 @@ impl History {
 
     /// `sql` sent at `t_ms`, answered 1 ms later with the one-row `answer`.
     fn said(&mut self, t_ms: f64, replica: &str, conn: u64, sql: &str, answer: &str) {
+        self.answered(t_ms, t_ms + 1.0, (replica, conn), sql, answer);
+    }
+
+    /// `sql` sent at `t_ms`, answered at `answered_ms` with the one-row `answer`.
+    fn answered(
+        &mut self,
+        t_ms: f64,
+        answered_ms: f64,
+        (replica, conn): (&str, u64),
+        sql: &str,
+        answer: &str,
+    ) {
         self.ids += 1;
         let id = self.ids;
         let sql = sql.into();
@@ -68,7 +80,12 @@ impl History {
             rows: 1,
             row: Some(vec![Some(answer.into())]),
         };
-        self.wire(t_ms + 1.0, replica, conn, WireEvent::Answer { id, outcome });
+        self.wire(
+            answered_ms,
+            replica,
+            conn,
+            WireEvent::Answer { id, outcome },
+        );
     }
 
     /// `sql` sent at `t_ms`, answered 1 ms later with the one row `row`.
@@ -391,6 +408,65 @@ fn a_grant_to_a_closed_connection_is_no_lock_session() {
     assert_ne!(c.verdict, Verdict::Invalid, "{c}");
 }
 
+/// A pid the server hands out again (a restarted server numbers its backends from the start)
+/// does not make a connection whose last lock call was refused a lock session: the refusal
+/// shows its backend held no key then, and it asked for none since (the chaos run of seed 3
+/// once read a pooled connection's refused check as a grant, and its work as work on a lock
+/// session).
+#[test]
+fn a_refused_call_is_no_grant_whatever_pid_the_lock_shows() {
+    let mut h = History::default();
+    h.open(0.0, "b", 1, 23);
+    h.said(500.0, "b", 1, LOCK, "f");
+    h.locks(490.0, 700.0, Some((23, "b")));
+    h.said(
+        600.0,
+        "b",
+        1,
+        "INSERT INTO leader_work (loop_name, replica, term) VALUES ('x', 'b', 1)",
+        "",
+    );
+    let c = h.judge("the lock session carries only the checks");
+    assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+/// A connection opened before the server went down (a stop or a restart) holds nothing after
+/// it came back, even when its close was not seen and a backend of the new server has its pid.
+#[test]
+fn a_connection_from_before_a_server_restart_holds_no_lock_after_it() {
+    let mut h = History::default();
+    h.open(0.0, "b", 1, 23);
+    h.said(10.0, "b", 1, LOCK, "t");
+    h.locks(20.0, 100.0, Some((23, "b")));
+    for (t_ms, lifted) in [(100.0, false), (300.0, true)] {
+        h.entries.push(Entry {
+            t_ms,
+            what: What::Fault {
+                verb: crate::fault::Verb::RestartServer,
+                target: "postgres".into(),
+                lifted,
+            },
+        });
+    }
+    h.locks(320.0, 500.0, Some((23, "b")));
+    h.said(
+        400.0,
+        "b",
+        1,
+        "INSERT INTO leader_work (loop_name, replica, term) VALUES ('x', 'b', 1)",
+        "",
+    );
+    h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+    let model = WireModel::of(&h.entries);
+    let after: Vec<f64> = (model.sessions.iter())
+        .filter(|l| l.granted_ms > 100.0)
+        .map(|l| l.granted_ms)
+        .collect();
+    assert!(after.is_empty(), "sessions after the restart: {after:?}");
+    let c = h.judge("the lock session carries only the checks");
+    assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
+
 /// X-WHO: the lock session carries its replica's name from the grant to its end; one without
 /// a name, or renamed while it holds the lock, fails.
 #[test]
@@ -432,15 +508,22 @@ fn with_facts<T>(
     wire: &WireSetup,
     decide: impl FnOnce(&crate::check::expect::Facts, &WireModel) -> T,
 ) -> T {
-    let (marks, logs) = (
-        crate::timeline::Marks::new(),
-        std::collections::BTreeMap::new(),
-    );
+    with_marks(entries, wire, &crate::timeline::Marks::new(), decide)
+}
+
+/// [`with_facts`] with the moments the steps named.
+fn with_marks<T>(
+    entries: &[Entry],
+    wire: &WireSetup,
+    marks: &crate::timeline::Marks,
+    decide: impl FnOnce(&crate::check::expect::Facts, &WireModel) -> T,
+) -> T {
+    let logs = std::collections::BTreeMap::new();
     let facts = crate::check::expect::Facts {
         entries,
         rows: &[],
         work_read: true,
-        marks: &marks,
+        marks,
         logs: &logs,
         bounds: bounds(),
         pooled: &crate::check::expect::NONE_POOLED,
@@ -644,4 +727,77 @@ fn a_pool_that_retires_nothing_leaves_sess_1_untested() {
     let c = judge(&run_with(false, true));
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     assert!(c.message.starts_with("a retired 0"), "{c}");
+}
+
+/// X-WAKE's handover on the wire: after the leader `a` lets the key go at 1 006 ms (its unlock
+/// answered), a standby `b` whose lock call waited in the queue passes however late its grant
+/// shows, one that asked 7 ms after a notification passes a 20 ms bound, and one that asked as
+/// soon with no notification (a poll that happened to come then), or 150 ms after it, fails.
+#[test]
+fn a_handover_passes_on_a_queued_or_notified_call_and_fails_on_a_poll() {
+    use crate::check::expect::{decide_at, Expect, Expectation};
+    use crate::timeline::{Mark, Marks};
+    const WAIT: &str = "SELECT pg_advisory_lock(1886156915, 1)";
+    const UNLOCK: &str = "SELECT pg_advisory_unlock(1886156915, 1)";
+    // (when b's granting call was sent, when its answer came, whether b was notified at 1 006)
+    let run = |sent: f64, granted: f64, notified: bool| {
+        let mut h = History::default();
+        h.open(0.0, "a", 1, 10);
+        h.said(1.0, "a", 1, LOCK, "t");
+        h.open(0.0, "b", 2, 20);
+        h.said(3.0, "b", 2, LOCK, "f");
+        h.said(1_005.0, "a", 1, UNLOCK, "t");
+        if notified {
+            let channel = "background_leader".into();
+            h.wire(1_006.0, "b", 2, WireEvent::Notified { channel });
+        }
+        h.close(1_010.0, "a", 1);
+        let call = if sent < 1_006.0 { WAIT } else { LOCK };
+        h.answered(sent, granted, ("b", 2), call, "t");
+        h.locks(10.0, 1_000.0, Some((10, "a")));
+        h.locks(granted.max(1_000.0) + 5.0, 1_500.0, Some((20, "b")));
+        h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        h.entries
+    };
+    let ex = Expectation {
+        clause: "X-WAKE".into(),
+        expect: Expect::Handover {
+            after: "stop".into(),
+            within: crate::span::Span::parse("20ms").expect("a span"),
+        },
+    };
+    let mut marks = Marks::new();
+    let stop = Mark {
+        target: "a".into(),
+        at_ms: 1_001.0,
+        began_ms: 1_000.0,
+    };
+    marks.insert("stop".into(), stop);
+    let tapped = tapped();
+    let judge = |entries: &[Entry]| {
+        with_marks(entries, &tapped, &marks, |f, model| {
+            decide_at(&ex, f, model, crate::level::Level::Process)
+        })
+    };
+    let c = judge(&run(500.0, 1_060.0, false));
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert!(c.message.contains("waited in the server's queue"), "{c}");
+    let c = judge(&run(1_013.0, 1_014.0, true));
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert!(c.message.contains("0.04T after a notification"), "{c}");
+    let c = judge(&run(1_013.0, 1_014.0, false));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    assert!(c.message.contains("neither queued nor notified"), "{c}");
+    let c = judge(&run(1_156.0, 1_157.0, true));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    assert!(c.message.contains("0.75T after a notification"), "{c}");
+    // Nobody took over.
+    let mut h = History::default();
+    h.open(0.0, "a", 1, 10);
+    h.said(1.0, "a", 1, LOCK, "t");
+    h.close(1_010.0, "a", 1);
+    h.locks(10.0, 1_000.0, Some((10, "a")));
+    let c = judge(&h.entries);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+    assert!(c.message.contains("no other replica"), "{c}");
 }

@@ -258,12 +258,12 @@ async fn wait_metrics(
         match http.get(&url).send().await {
             Ok(r) if r.status().is_success() => {
                 let text = r.text().await.unwrap_or_default();
-                match gauge_value(&text, testkit::spec::GAUGE) {
+                match gauge_value(&text, facts::spec::GAUGE) {
                     Ok(Some(_)) => return Ok(()),
                     Ok(None) => {
                         last = format!(
                             "/metrics answered without the gauge {} (its first lines: {:?})",
-                            testkit::spec::GAUGE,
+                            facts::spec::GAUGE,
                             first_lines(&text)
                         );
                     }

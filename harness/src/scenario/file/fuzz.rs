@@ -176,6 +176,7 @@ const EXPECT_KEYS: &[&str] = &[
     "granted_at_once",
     "fence_tokens_rise",
     "pool_recycled",
+    "handover",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",
@@ -228,7 +229,7 @@ fn words_for(name: &str) -> &'static [&'static str] {
         "fault" => super::verbs(),
         "wait_for" => &["leader", "new-leader", "no-leader", "ready", "all-ready"],
         "event" => &["demoted", "acquired", "released", "lock_released", "tick"],
-        "target" | "replica" | "after" | "heal" | "as" => &[
+        "target" | "replica" | "after" | "heal" | "as" | "handover" => &[
             "leader", "standby", "server", "any", "other", "r1", "r2", "cut", "led",
         ],
         "path" => &[
@@ -328,6 +329,7 @@ const KINDS: &[&str] = &[
     "granted_at_once",
     "fence_tokens_rise",
     "pool_recycled",
+    "handover",
     "lock_rows_at_most",
     "work_rows",
     "fence_rejects",

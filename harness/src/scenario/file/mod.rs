@@ -162,6 +162,8 @@ struct ExpectToml {
     #[serde(skip_serializing_if = "Option::is_none")]
     pool_recycled: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    handover: Option<Spanned<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     lock_rows_at_most: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     work_rows: Option<usize>,

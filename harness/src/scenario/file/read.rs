@@ -205,6 +205,7 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         ("granted_at_once", raw.granted_at_once.is_some()),
         ("fence_tokens_rise", raw.fence_tokens_rise.is_some()),
         ("pool_recycled", raw.pool_recycled.is_some()),
+        ("handover", raw.handover.is_some()),
         ("lock_rows_at_most", raw.lock_rows_at_most.is_some()),
         ("work_rows", raw.work_rows.is_some()),
         ("fence_rejects", raw.fence_rejects.is_some()),
@@ -230,8 +231,8 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         (
             "within",
             raw.within.is_some(),
-            event || !raw.log.is_empty(),
-            "an `event` or `log` expectation",
+            event || !raw.log.is_empty() || raw.handover.is_some(),
+            "an `event`, `log` or `handover` expectation",
         ),
         (
             "not_before",
@@ -241,7 +242,11 @@ fn expect_keys(raw: &ExpectToml) -> Result<(), String> {
         ),
         ("absent", raw.absent, event, "an `event` expectation"),
     ];
-    check_keys("an expectation", &kinds, &keys)
+    check_keys("an expectation", &kinds, &keys)?;
+    if raw.handover.is_some() && raw.within.is_none() {
+        return Err("a `handover` expectation needs `within = \"…\"`".into());
+    }
+    Ok(())
 }
 
 impl Reader {
@@ -414,6 +419,17 @@ impl Reader {
             Expect::FenceTokensRise(n)
         } else if let Some(n) = raw.pool_recycled {
             Expect::PoolRecycled(n)
+        } else if let (Some(step), Some(within)) = (raw.handover, raw.within) {
+            if !self.names.contains_key(step.as_ref()) {
+                return at(
+                    step.span(),
+                    format!("`handover` names no step: {:?}", step.as_ref()),
+                );
+            }
+            Expect::Handover {
+                after: step.into_inner(),
+                within,
+            }
         } else if let Some(n) = raw.lock_rows_at_most {
             Expect::LockRowsAtMost(n)
         } else if let Some(n) = raw.work_rows {

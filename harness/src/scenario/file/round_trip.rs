@@ -289,7 +289,14 @@ impl Gen {
             .into_iter()
             .chain(all::<EventKind>().into_iter().map(Awaited::Event))
             .collect();
-        match self.rng.usize(0..11) {
+        match self.rng.usize(0..12) {
+            11 => match self.after() {
+                Some(after) => Expect::Handover {
+                    after,
+                    within: self.span(),
+                },
+                None => Expect::PoolRecycled(self.rng.usize(0..1_000)),
+            },
             10 => Expect::PoolRecycled(self.rng.usize(0..1_000)),
             9 => Expect::FenceTokensRise(self.rng.usize(0..1_000)),
             8 => Expect::GrantedAtOnce(self.rng.usize(0..1_000)),

@@ -100,6 +100,7 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         granted_at_once: None,
         fence_tokens_rise: None,
         pool_recycled: None,
+        handover: None,
         lock_rows_at_most: None,
         work_rows: None,
         fence_rejects: None,
@@ -131,6 +132,9 @@ fn expectation(ex: &Expectation) -> ExpectToml {
         Expect::GrantedAtOnce(n) => raw.granted_at_once = Some(*n),
         Expect::FenceTokensRise(n) => raw.fence_tokens_rise = Some(*n),
         Expect::PoolRecycled(n) => raw.pool_recycled = Some(*n),
+        Expect::Handover { after, within } => {
+            (raw.handover, raw.within) = (Some(spanned(after.clone())), Some(*within));
+        }
         Expect::LockRowsAtMost(n) => raw.lock_rows_at_most = Some(*n),
         Expect::WorkRows(n) => raw.work_rows = Some(*n),
         Expect::FenceRejects(n) => raw.fence_rejects = Some(*n),

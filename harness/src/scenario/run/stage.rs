@@ -244,26 +244,33 @@ async fn specs(
     Ok((specs, targets))
 }
 
-/// Starts every replica at once, each with its program, or its `start_after` later.
+/// Starts every replica without a `start_after` at once, each with its program, and once
+/// they are all ready (started as their levels show it) each other one its `start_after`
+/// later: a barrier, so that a slow boot of the first ones cannot put the later ones in step
+/// with them.
 async fn spawn(
     scenario: &Scenario,
     programs: &BTreeMap<String, Program>,
     specs: Vec<ReplicaSpec>,
     t: Duration,
 ) -> anyhow::Result<BTreeMap<String, ReplicaProcess>> {
-    let spawned = futures::future::join_all((specs.into_iter()).map(|s| {
-        let program = programs[&s.name].clone();
-        let after = (scenario.replicas[&s.name].start_after).map_or(Duration::ZERO, |a| a.at(t));
-        async move {
-            tokio::time::sleep(after).await;
-            ReplicaProcess::spawn_program(program, s).await
-        }
-    }))
-    .await;
+    let (later, first): (Vec<_>, Vec<_>) = (specs.into_iter())
+        .map(|s| (scenario.replicas[&s.name].start_after.map(|a| a.at(t)), s))
+        .partition(|(after, _)| after.is_some());
     let mut replicas = BTreeMap::new();
-    for p in spawned {
-        let p = p.context("starting a replica")?;
-        replicas.insert(p.name().to_owned(), p);
+    // The first group, then (once it is all ready) the later one, each replica its wait late.
+    for group in [first, later] {
+        let starting = group.into_iter().map(|(after, s)| {
+            let program = programs[&s.name].clone();
+            async move {
+                tokio::time::sleep(after.unwrap_or_default()).await;
+                ReplicaProcess::spawn_program(program, s).await
+            }
+        });
+        for p in futures::future::join_all(starting).await {
+            let p = p.context("starting a replica")?;
+            replicas.insert(p.name().to_owned(), p);
+        }
     }
     Ok(replicas)
 }

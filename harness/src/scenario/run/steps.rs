@@ -8,8 +8,11 @@ use anyhow::{anyhow, bail, Context as _};
 use tokio::time::Instant;
 
 use super::stage::Stage;
+use crate::event::TermChange;
 use crate::fault::{Delay, FaultRecord, Verb, SERVER};
+use crate::level::Level;
 use crate::observe::Latest;
+use crate::replica::ReplicaProcess;
 use crate::scenario::model::{Control, Latency, Span, Step, Target, WaitFor};
 use crate::timeline::{Mark, Marks, What};
 
@@ -124,8 +127,29 @@ impl Player {
             })
             .await;
         held.ok_or_else(|| anyhow!("not reached within {limit:?}: {:?}", samplers.latest()))?;
-        let leader = samplers.latest().agreed_leader().unwrap_or_default();
-        Ok(self.instant(leader))
+        let leader = samplers.latest().agreed_leader();
+        self.streams_catch_up(until, leader.as_deref()).await;
+        Ok(self.instant(leader.unwrap_or_default()))
+    }
+
+    /// Once the samples show a wait's condition, gives the event streams of the replicas that
+    /// report events up to T to show it too: the gauge can read 1 before the harness has read
+    /// the replica's `acquired` line from its stdout (a loaded CI host did so), and the next
+    /// step must not begin before the event it waited on is on the timeline. Nothing is judged
+    /// here: a stream that never agrees leaves the checks to say so.
+    async fn streams_catch_up(&self, until: WaitFor, leader: Option<&str>) {
+        let agree = |replicas: &BTreeMap<String, ReplicaProcess>| match until {
+            WaitFor::Leader | WaitFor::NewLeader => (leader.and_then(|l| replicas.get(l)))
+                .is_none_or(|p| !reports_events(p) || says_it_leads(p)),
+            WaitFor::NoLeader => {
+                (replicas.values()).all(|p| !reports_events(p) || !says_it_leads(p))
+            }
+            WaitFor::Ready | WaitFor::AllReady => true,
+        };
+        let deadline = Instant::now() + self.t;
+        while !agree(&self.stage.replicas) && Instant::now() < deadline {
+            tokio::time::sleep(self.t / 40).await;
+        }
     }
 
     /// Applies `verb` to its target; the mark is the fault's, from the call to its return.
@@ -264,6 +288,19 @@ impl Player {
             Target::Server => Ok(SERVER.into()),
         }
     }
+}
+
+/// Whether the replica's program reports its events (contract level 3).
+fn reports_events(p: &ReplicaProcess) -> bool {
+    p.program().level() >= Level::Events
+}
+
+/// Whether the replica runs and its events, as read so far, say it leads: its last term event
+/// since it last started is an acquisition.
+fn says_it_leads(p: &ReplicaProcess) -> bool {
+    p.is_running()
+        && (p.history().iter().rev()).find_map(|e| e.event().term_change())
+            == Some(TermChange::Begins)
 }
 
 /// Whether `until` holds on the latest samples; `before` led when the wait began, `running`

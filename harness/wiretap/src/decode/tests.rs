@@ -145,6 +145,35 @@ fn a_login_shows_who_connects_and_the_server_pid() {
     );
 }
 
+/// A `NOTIFY` delivered to a listening session shows with its channel, in the order the server
+/// sent it (X-WAKE's wake-up is timed by it).
+#[test]
+fn a_notification_shows_its_channel() {
+    use pgwire::messages::response::NotificationResponse;
+    let mut tap = Tap::new();
+    let mut c = BytesMut::new();
+    startup(&mut c, "r1");
+    let s = server(vec![
+        Be::BackendKeyData(BackendKeyData::new(4242, SecretKey::I32(7))),
+        ready(TransactionStatus::Idle),
+        Be::NotificationResponse(NotificationResponse::new(
+            4343,
+            "background_leader".into(),
+            "released".into(),
+        )),
+    ]);
+    let out = feed(&mut tap, &c, &s);
+    assert_eq!(
+        out[2..],
+        [
+            WireEvent::Ready { tx: TxState::Idle },
+            WireEvent::Notified {
+                channel: "background_leader".into()
+            },
+        ]
+    );
+}
+
 #[test]
 fn a_refused_ssl_request_is_followed_by_the_startup() {
     let mut tap = Tap::new();
