@@ -41,8 +41,11 @@ pub(super) fn lock_session_carries_only_checks(w: &Wire) -> Check {
         for s in held_statements(w, l) {
             if work(s) {
                 bad.push(format!(
-                    "{} ran {:?} on its lock session at {:.0} ms",
-                    l.replica, s.sql, s.sent_ms
+                    "{} ran {:?} on its lock session at {:.0} ms ({})",
+                    l.replica,
+                    s.sql,
+                    s.sent_ms,
+                    l.describe(w.conns)
                 ));
             }
         }
@@ -87,8 +90,13 @@ pub(super) fn one_lock_session_per_term(w: &Wire) -> Check {
             let old_open = w.conns[old.conn].open_at(new.granted_ms);
             if old.conn != new.conn && old_open && new.granted_ms - left < 2.0 * t {
                 bad.push(format!(
-                    "{r}'s lock moved from connection {} to {} at {:.0} ms, the first still open",
-                    w.conns[old.conn].id, w.conns[new.conn].id, new.granted_ms
+                    "{r}'s lock moved from connection {} to {} at {:.0} ms, the first still open \
+                     (ended at {left:.0} ms; {}; then {})",
+                    w.conns[old.conn].id,
+                    w.conns[new.conn].id,
+                    new.granted_ms,
+                    old.describe(w.conns),
+                    new.describe(w.conns)
                 ));
             }
         }

@@ -205,6 +205,27 @@ pub struct LockSession {
     pub token: Option<i64>,
 }
 
+impl LockSession {
+    /// Its evidence in a few words, for a failed check's message: the connection, its backend
+    /// and the call the wire model took for the grant, with its answer.
+    pub fn describe(&self, conns: &[Conn]) -> String {
+        let c = &conns[self.conn];
+        let grant = &c.statements[self.grant];
+        let answer = match grant.row() {
+            Some(row) => format!("{:?}", row.first().cloned().flatten().unwrap_or_default()),
+            None => "no row".to_owned(),
+        };
+        let sql: String = grant.sql.chars().take(60).collect();
+        format!(
+            "connection {}, pid {}, opened at {:.0} ms; granted by {sql:?}, sent at {:.0} ms, answered {answer}",
+            c.id,
+            c.pid.map_or("unknown".to_owned(), |p| p.to_string()),
+            c.opened_ms,
+            grant.sent_ms
+        )
+    }
+}
+
 /// The lock sessions: each time pg_locks showed a replica's backend holding the lock, the
 /// connection whose lock call was answered last before that sample (on a direct path, the
 /// connection whose server pid is the holder's; behind PgBouncer, by the holder's

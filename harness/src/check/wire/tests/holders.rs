@@ -1,0 +1,109 @@
+//! Which connection held the lock: the lock sessions the wire model names from pg_locks
+//! samples, where a pid alone could name the wrong connection.
+
+use wiretap::WireEvent;
+
+use super::{History, LOCK};
+use crate::check::wire::model::WireModel;
+use crate::check::Verdict;
+use crate::timeline::{Entry, What};
+
+/// Clean-clone CI, chaos seed 3 with `--wake`: b's queued waiter (connection 2, pid 23) was
+/// killed with b at 600 ms; the server, its backend blocked in the lock queue and not reading
+/// its socket, granted it the lock at 900 ms, long after. Its connection is gone: no session of
+/// b holds the lock, and b's pooled connection 1 (pid 30), whose last lock call was refused and
+/// which then read `leader_work`, is no lock session.
+#[test]
+fn a_grant_to_a_closed_connection_is_no_lock_session() {
+    let mut h = History::default();
+    h.open(0.0, "b", 2, 23);
+    h.wire(
+        5.0,
+        "b",
+        2,
+        WireEvent::Statement {
+            id: 99,
+            sql: "SELECT pg_advisory_lock(1886156915, 1)".into(),
+            params: vec![],
+        },
+    );
+    h.open(0.0, "b", 1, 30);
+    h.said(500.0, "b", 1, LOCK, "f");
+    h.said(
+        550.0,
+        "b",
+        1,
+        "SELECT count(*) FROM leader_work WHERE loop_name = 'x'",
+        "0",
+    );
+    h.close(600.0, "b", 2);
+    h.locks(900.0, 1000.0, Some((23, "b")));
+    h.said(
+        950.0,
+        "b",
+        1,
+        "SELECT count(*) FROM leader_work WHERE loop_name = 'x'",
+        "0",
+    );
+    let c = h.judge("the lock session carries only the checks");
+    assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+/// A pid the server hands out again (a restarted server numbers its backends from the start)
+/// does not make a connection whose last lock call was refused a lock session: the refusal
+/// shows its backend held no key then, and it asked for none since (the chaos run of seed 3
+/// once read a pooled connection's refused check as a grant, and its work as work on a lock
+/// session).
+#[test]
+fn a_refused_call_is_no_grant_whatever_pid_the_lock_shows() {
+    let mut h = History::default();
+    h.open(0.0, "b", 1, 23);
+    h.said(500.0, "b", 1, LOCK, "f");
+    h.locks(490.0, 700.0, Some((23, "b")));
+    h.said(
+        600.0,
+        "b",
+        1,
+        "INSERT INTO leader_work (loop_name, replica, term) VALUES ('x', 'b', 1)",
+        "",
+    );
+    let c = h.judge("the lock session carries only the checks");
+    assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
+
+/// A connection opened before the server went down (a stop or a restart) holds nothing after
+/// it came back, even when its close was not seen and a backend of the new server has its pid.
+#[test]
+fn a_connection_from_before_a_server_restart_holds_no_lock_after_it() {
+    let mut h = History::default();
+    h.open(0.0, "b", 1, 23);
+    h.said(10.0, "b", 1, LOCK, "t");
+    h.locks(20.0, 100.0, Some((23, "b")));
+    for (t_ms, lifted) in [(100.0, false), (300.0, true)] {
+        h.entries.push(Entry {
+            t_ms,
+            what: What::Fault {
+                verb: crate::fault::Verb::RestartServer,
+                target: "postgres".into(),
+                lifted,
+            },
+        });
+    }
+    h.locks(320.0, 500.0, Some((23, "b")));
+    h.said(
+        400.0,
+        "b",
+        1,
+        "INSERT INTO leader_work (loop_name, replica, term) VALUES ('x', 'b', 1)",
+        "",
+    );
+    h.entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+    let model = WireModel::of(&h.entries);
+    let after: Vec<f64> = (model.sessions.iter())
+        .filter(|l| l.granted_ms > 100.0)
+        .map(|l| l.granted_ms)
+        .collect();
+    assert!(after.is_empty(), "sessions after the restart: {after:?}");
+    let c = h.judge("the lock session carries only the checks");
+    assert_ne!(c.verdict, Verdict::Invalid, "{c}");
+}
