@@ -29,6 +29,9 @@ pub mod steady;
 pub mod wire;
 pub mod work;
 
+#[cfg(test)]
+mod replays;
+
 pub use leadership::leadership_spans;
 use leadership::{acquired_before_a_freeze, down_after, stops_leading};
 pub use probes::{boot_passes_before_ready, probe_names, SPEC_PROBES};

@@ -148,28 +148,39 @@ fn held_by_its_link(
     })
 }
 
-/// Whether a write that left `replica` at `sent` (after its term) may have been decided before
-/// a freeze of its process that began while it led, and held by it: it left within `pad` of
-/// the thaw. That is the window the lease cannot close (a process frozen after it asked and
-/// before its write left, `elector/README.md`); nothing in the spec fences it (X-FENCE would),
-/// so it is counted apart, as a write its link held is (seen once in the gallery's `no-timeout`
-/// run of `frozen-leader`: an `INSERT` left 1 ms after the thaw). From outside it looks the
-/// same as a pass decided in the first milliseconds after the thaw by a program without a lease
-/// (the Go replica at chaos seed 6, 4 ms after): that one is not caught here any more; a pass
-/// sent later than `pad` after the thaw still is.
+/// Whether a write that left `replica` at `sent` (after its term) came from a leader thawed
+/// after a freeze that began while it led, inside the overlap window the page allows it: it
+/// left from just before the thaw (`pad`) to DEM-3's bound after it (`overlap`: "one
+/// CheckInterval until the old leader's next check, one more for a SELECT 1 that never
+/// answers, and one tick that was already running"), and before the replica showed on the
+/// wire that it knew it had lost (its first lock call after the thaw: a standby's try).
+/// Whether a thawed program's work timer or its check fires first is its scheduler's choice;
+/// this judges the same on either order. Nothing in the spec fences such a write (X-FENCE
+/// would), so it is counted apart, as a write its link held is.
 fn held_by_its_freeze(
     replica: &str,
     sent: f64,
     faults: &[crate::timeline::FaultSpan],
-    pad: f64,
+    (pad, overlap): (f64, f64),
+    conns: &[wire::model::Conn],
     led_at: &dyn Fn(&str, f64) -> bool,
 ) -> bool {
     faults.iter().any(|f| {
+        let Some(thaw) = f.lifted_ms else {
+            return false;
+        };
+        let standby_since = (conns.iter().filter(|c| c.replica == replica))
+            .flat_map(|c| c.statements.iter())
+            .filter(|s| s.sent_ms >= thaw && s.locks())
+            .filter(|s| !s.reading.as_ref().is_ok_and(wire::sql::Reading::unlocks))
+            .map(|s| s.sent_ms)
+            .reduce(f64::min);
         f.verb == Verb::Freeze
             && f.target == replica
             && led_at(replica, f.applied_ms)
-            && f.lifted_ms
-                .is_some_and(|thaw| sent >= thaw - pad && sent <= thaw + pad)
+            && sent >= thaw - pad
+            && sent <= thaw + overlap + pad
+            && standby_since.is_none_or(|s| sent < s)
     })
 }
 
@@ -207,11 +218,16 @@ fn pooler_lets_go(
 /// landed (`pad`: the server clock's mapping error). `None` where the wire shows no such
 /// statement (no journal: an upstream Toxiproxy).
 fn sent_on_the_wire(row: &WorkRow, conns: &[wire::model::Conn], pad: f64) -> Option<f64> {
-    let term = row.term.to_string();
-    let quoted = format!("'{}'", row.loop_name);
+    use wire::sql::Arg;
+    let (term, name) = (Arg::Int(row.term), Arg::Text(row.loop_name.clone()));
+    let term_text = row.term.to_string();
+    // The values as the SQL reading fills them in (an `INSERT ... VALUES`, its values sent as
+    // parameters or written inline), else as sent as parameters (an `INSERT ... SELECT $1`).
     let carries = |s: &wire::model::Stmt| {
-        let values = |v: &str| s.params.iter().any(|p| p.as_deref() == Some(v));
-        writes_work(s) && values(&term) && (values(&row.loop_name) || s.sql.contains(&quoted))
+        let inline = (s.reading.as_ref())
+            .is_ok_and(|r| r.values.contains(&term) && r.values.contains(&name));
+        let param = |v: &str| s.params.iter().any(|p| p.as_deref() == Some(v));
+        writes_work(s) && (inline || (param(&term_text) && param(&row.loop_name)))
     };
     (conns.iter().filter(|c| c.replica == row.replica))
         .flat_map(|c| c.statements.iter())
@@ -343,7 +359,14 @@ pub fn work_only_from_leader_at(
         let held_in_transit = match sent {
             Some(sent) => {
                 led_at(&row.replica, sent)
-                    || held_by_its_freeze(&row.replica, sent, &faults, slack, &led_at)
+                    || held_by_its_freeze(
+                        &row.replica,
+                        sent,
+                        &faults,
+                        (slack, ms_of(b.max_overlap())),
+                        conns,
+                        &led_at,
+                    )
             }
             None => held_by_its_link(row, &spans, &faults, b, pooled.contains(&row.replica)),
         };

@@ -36,6 +36,15 @@ impl Stmt {
         matches!(self.answer, Some((_, Outcome::Done { .. })))
     }
 
+    /// Whether it is a lock call (not a release) whose answer granted the lock ([`GRANTED`] in
+    /// its first column): what the wire itself says, whoever pg_locks showed holding the key.
+    pub fn granted(&self) -> bool {
+        self.locks()
+            && !self.reading.as_ref().is_ok_and(Reading::unlocks)
+            && (self.row().and_then(|r| r.first().cloned().flatten()))
+                .is_some_and(|v| GRANTED.contains(&v.trim()))
+    }
+
     /// The values of its one-row answer.
     pub fn row(&self) -> Option<&[Option<String>]> {
         match &self.answer {
@@ -206,6 +215,14 @@ pub struct LockSession {
 }
 
 impl LockSession {
+    /// Whether a pg_locks row naming `app` can be this session's: the same replica, or a name
+    /// that is no replica's (none set, or the pooler's own). A session pooler hands one server
+    /// backend to the next client when a client leaves, so one pid can hold the key for one
+    /// replica and then for another.
+    fn same_holder(&self, app: &str, conns: &[Conn]) -> bool {
+        app == self.replica || !conns.iter().any(|c| c.replica == app)
+    }
+
     /// Its evidence in a few words, for a failed check's message: the connection, its backend
     /// and the call the wire model took for the grant, with its answer.
     pub fn describe(&self, conns: &[Conn]) -> String {
@@ -260,7 +277,13 @@ pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
             .map(|r| (r.0, r.2.as_str()))
             .collect();
         open.retain(|pid, i| {
-            let still = held.iter().any(|(p, _)| p == pid);
+            let s = &sessions[*i];
+            let still = held
+                .iter()
+                .any(|(p, app)| p == pid && s.same_holder(app, conns))
+                && conns[s.conn]
+                    .grant_ended(s.grant)
+                    .is_none_or(|end| end > e.t_ms);
             if !still {
                 sessions[*i].ended_ms.get_or_insert(e.t_ms);
             }
@@ -273,6 +296,11 @@ pub fn lock_sessions(entries: &[Entry], conns: &[Conn]) -> Vec<LockSession> {
             let Some(s) = granting(conns, pid, app, (serving_since, e.t_ms)) else {
                 continue;
             };
+            // A grant already named (a sample read before its release took effect) is no
+            // new session.
+            if (sessions.iter()).any(|o| o.conn == s.conn && o.grant == s.grant) {
+                continue;
+            }
             open.insert(pid, sessions.len());
             sessions.push(s);
         }
@@ -302,6 +330,10 @@ fn granting(
     app: &str,
     (serving_since, t_ms): (f64, f64),
 ) -> Option<LockSession> {
+    // A pid names a backend of the server as it runs now only on a connection opened since it
+    // started; a client connection to a pooler outlives a restart of the server (the pooler
+    // opens new server sessions under it), so connections are found by name whenever they
+    // opened, and a lock call counts only if its answer came since the server started.
     let conns_now = |c: &&Conn| c.opened_ms >= serving_since;
     // The connection open then with the holder's pid, of the replica the holder names when it
     // names one (a pid is reused once its backend is gone, and behind PgBouncer the pid a
@@ -321,7 +353,7 @@ fn granting(
     let candidates: Vec<usize> = match by_pid {
         Some((i, _)) => vec![i],
         None if gone() => return None,
-        None => (conns.iter().enumerate().filter(|(_, c)| conns_now(c)))
+        None => (conns.iter().enumerate())
             .filter(|(_, c)| c.replica == app && c.opened_ms <= t_ms)
             .map(|(i, _)| i)
             .collect(),
@@ -339,7 +371,8 @@ fn granting(
                 s.locks() && !failed && s.sent_ms <= t_ms
             });
         let Some((j, s)) = last else { continue };
-        if !refused(s) && best.is_none_or(|b| s.sent_ms > b.2) {
+        let since_start = (s.answer.as_ref()).is_none_or(|(at, _)| *at >= serving_since);
+        if !refused(s) && since_start && best.is_none_or(|b| s.sent_ms > b.2) {
             best = Some((i, j, s.sent_ms));
         }
     }
@@ -395,11 +428,7 @@ pub fn grants_held(conns: &[Conn]) -> Vec<(String, f64, Option<f64>)> {
     let mut v = Vec::new();
     for c in conns {
         for (i, s) in c.statements.iter().enumerate() {
-            let granted = s.locks()
-                && !s.reading.as_ref().is_ok_and(Reading::unlocks)
-                && (s.row().and_then(|r| r.first().cloned().flatten()))
-                    .is_some_and(|v| GRANTED.contains(&v.as_str()));
-            let Some((from, _)) = s.answer.as_ref().filter(|_| granted) else {
+            let Some((from, _)) = s.answer.as_ref().filter(|_| s.granted()) else {
                 continue;
             };
             v.push((c.replica.clone(), *from, c.grant_ended(i)));

@@ -48,6 +48,9 @@ pub struct Reading {
     pub tables: Vec<String>,
     /// Whether it is an `INSERT`.
     pub inserts: bool,
+    /// The values of an `INSERT ... VALUES` (every row's, in order), placeholders filled: a
+    /// program may send its values inline or as parameters.
+    pub values: Vec<Arg>,
     /// X-FENCE: the column of its answer whose expression draws a token from the fence's
     /// sequence ([`FENCE_SEQUENCE`]'s `nextval`), in the first statement's select list: where
     /// the term's token is read on the wire.
@@ -137,7 +140,10 @@ pub fn read(sql: &str, params: &[Option<String>]) -> Result<Reading, String> {
                 r.resets = true;
             }
             Statement::Set(_) | Statement::Discard { .. } => r.resets = true,
-            Statement::Insert(_) => r.inserts = true,
+            Statement::Insert(i) => {
+                r.inserts = true;
+                r.values.extend(insert_values(i, params));
+            }
             _ => {}
         }
         if st.to_string().to_ascii_uppercase().starts_with("RESET") {
@@ -152,6 +158,17 @@ pub fn read(sql: &str, params: &[Option<String>]) -> Result<Reading, String> {
         }
     }
     Ok(r)
+}
+
+/// The values an `INSERT ... VALUES` writes, every row's in order (none for `INSERT ...
+/// SELECT`).
+fn insert_values(i: &sqlparser::ast::Insert, params: &[Option<String>]) -> Vec<Arg> {
+    let Some(SetExpr::Values(v)) = i.source.as_ref().map(|q| q.body.as_ref()) else {
+        return Vec::new();
+    };
+    (v.rows.iter())
+        .flat_map(|row| row.content.iter().map(|e| arg(e, params)))
+        .collect()
 }
 
 /// X-FENCE: the index in `st`'s select list of the first item that calls `nextval` on

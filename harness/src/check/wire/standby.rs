@@ -74,6 +74,7 @@ fn standby_checks<'a>(w: &'a Wire, replica: &str) -> Vec<(usize, &'a Stmt)> {
                 .filter(move |(j, s)| {
                     s.locks()
                         && !s.reading.as_ref().is_ok_and(super::sql::Reading::unlocks)
+                        && !s.granted()
                         && !w.sessions.iter().any(|l| l.conn == i && l.grant <= *j)
                 })
                 .map(move |(_, s)| (i, s))
@@ -178,11 +179,13 @@ pub(super) fn refused_checks_leave_the_pool_alone(w: &Wire) -> Check {
     let t = ms_of(w.b.t);
     let (mut refused, mut churned, mut changed) = (0usize, Vec::new(), Vec::new());
     for (i, c) in w.conns.iter().enumerate() {
-        // A refusal is a lock call answered within T: one answered later failed (the program
-        // gave it up, and closing its connection is what it must do then).
+        // A refusal is a lock call answered within T, and not with a grant (what the wire
+        // says decides, whether or not a pg_locks sample caught the grant): one answered later
+        // failed (the program gave it up, and closing its connection is what it must do then).
         let refusals: Vec<usize> = (c.statements.iter().enumerate())
             .filter(|(j, s)| {
                 s.locks()
+                    && !s.granted()
                     && s.answer.as_ref().is_some_and(|(at, _)| at - s.sent_ms <= t)
                     && !w.sessions.iter().any(|l| l.conn == i && l.grant <= *j)
                     && !w.setup.waking.contains(&c.replica)

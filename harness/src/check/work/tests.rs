@@ -470,16 +470,54 @@ fn a_late_row_is_judged_by_when_its_insert_left_the_writer() {
     let c = judged(frozen);
     assert_eq!(c.verdict, Verdict::Valid, "{c}");
     assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
-    // Sent 0.5 s after the thaw: a new pass, decided after the term: late work.
-    let mut after_thaw: Vec<Entry> = insert(2_400.0, 2_510.0, 1).into();
-    after_thaw.push(fault(800.0, Verb::Freeze, "a", false));
-    after_thaw.push(fault(1_900.0, Verb::Freeze, "a", true));
-    assert_eq!(judged(after_thaw).verdict, Verdict::Invalid);
+    // Sent 0.5 s (2.5T) after the thaw, before the writer tried the lock again: inside the
+    // overlap window the page allows a thawed leader (2T + a tick), whichever of its check and
+    // its work ran first after the thaw.
+    let thawed = |thaw: f64| {
+        let mut v: Vec<Entry> = insert(2_400.0, 2_510.0, 1).into();
+        v.push(fault(800.0, Verb::Freeze, "a", false));
+        v.push(fault(thaw, Verb::Freeze, "a", true));
+        v
+    };
+    let c = judged(thawed(1_900.0));
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
+    // Sent 0.7 s (3.5T) after the thaw: past the window, late work.
+    assert_eq!(judged(thawed(1_700.0)).verdict, Verdict::Invalid);
+    // Sent 0.1 s after the thaw but after the writer's first lock call since it (it knew it
+    // had lost and tried again as a standby): late work.
+    let mut tried: Vec<Entry> = thawed(2_300.0);
+    tried.push(wire(
+        2_350.0,
+        WireEvent::Statement {
+            id: 7,
+            sql: "SELECT pg_try_advisory_lock(1886156915, 1)".into(),
+            params: vec![],
+        },
+    ));
+    assert_eq!(judged(tried).verdict, Verdict::Invalid);
     // A freeze that began after the term ended held nothing of it.
     let mut later: Vec<Entry> = insert(2_401.0, 2_510.0, 1).into();
     later.push(fault(1_500.0, Verb::Freeze, "a", false));
     later.push(fault(2_400.0, Verb::Freeze, "a", true));
     assert_eq!(judged(later).verdict, Verdict::Invalid);
+    // The values written inline (no parameters), as programs outside the project send them
+    // (2026-12-07, frozen-leader: an INSERT 0.6 ms after the thaw was not matched, and the
+    // freeze's window never applied).
+    let mut inline: Vec<Entry> = insert(2_401.0, 2_510.0, 1).into();
+    if let What::Wire {
+        event: WireEvent::Statement { sql, params, .. },
+        ..
+    } = &mut inline[0].what
+    {
+        *sql = "INSERT INTO leader_work (loop_name, replica, term) VALUES ('sweep', 'a', 1)".into();
+        params.clear();
+    }
+    inline.push(fault(800.0, Verb::Freeze, "a", false));
+    inline.push(fault(2_400.0, Verb::Freeze, "a", true));
+    let c = judged(inline);
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert_eq!(c.figures["late writes held in transit (unfenced)"], "1");
     // Another term's INSERT (term 2) says nothing of this row: the fault decides.
     let mut other: Vec<Entry> = insert(900.0, 2_510.0, 1).into();
     if let What::Wire {

@@ -1,0 +1,115 @@
+//! Histories the harness wrote in runs whose verdict flipped (2026-12-07, PostgreSQL 15,
+//! T = 200 ms), judged again: each failed a program that kept its clause, and must not any
+//! more. The files are the evidence folders' `timeline.jsonl` (the chaos run's cut to what
+//! the wire model reads: its pg_locks samples, its faults and r2's wire, to 12.3 s).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::wire::model::WireModel;
+use super::wire::{checks, WireSetup};
+use super::{work_only_from_leader_at, Bounds, Check, Verdict, WorkRow};
+use crate::level::Level;
+use crate::timeline::Entry;
+
+fn folder(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/histories")
+        .join(name)
+}
+
+fn entries(name: &str) -> Vec<Entry> {
+    let path = folder(name).join("timeline.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (text.lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+/// The run's bounds: T = 200 ms, a tick of T, pg_locks and gauges sampled every 20 ms, and the
+/// suite's slack.
+fn bounds() -> Bounds {
+    let ms = Duration::from_millis;
+    Bounds {
+        t: ms(200),
+        tick: ms(200),
+        sample: ms(20),
+        slack: ms(50),
+    }
+}
+
+fn wire_check(entries: &[Entry], name: &str) -> Check {
+    let model = WireModel::of(entries);
+    let setup = WireSetup {
+        tapped: true,
+        ..WireSetup::default()
+    };
+    (checks(entries, &model, &bounds(), &setup).into_iter())
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check {name}"))
+}
+
+/// `chaos::case_4_seed_9_pgbouncer_session` (clean-clone CI): r2, behind PgBouncer in session
+/// mode, was granted on a client connection opened before a server restart; its leader check
+/// after the grant was read as a setting changed next to a refused check (RUN-2).
+#[test]
+fn chaos_9_a_leader_behind_a_session_pooler_after_a_server_restart() {
+    let entries = entries("chaos-9-false-run-2");
+    let model = WireModel::of(&entries);
+    let granted = (model.sessions.iter())
+        .any(|l| l.replica == "r2" && (l.granted_ms - 11_628.676).abs() < 0.01);
+    assert!(granted, "r2's grant at 11629 ms is no lock session");
+    let c = wire_check(&entries, "refused checks leave the pool alone");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+}
+
+/// `pgbouncer-session` with a program written to the page: r2's lock call, answered `t` just
+/// after r1's unlock on the server backend PgBouncer then handed to r2, and the `SET` after
+/// it, were read as a refused check and a setting changed next to it (RUN-2).
+#[test]
+fn pgbouncer_session_a_grant_in_step_with_the_release() {
+    let entries = entries("pgbouncer-session-false-run-2");
+    let model = WireModel::of(&entries);
+    let held: Vec<(&str, f64)> = (model.sessions.iter())
+        .map(|l| (l.replica.as_str(), l.granted_ms))
+        .collect();
+    assert_eq!(
+        held,
+        vec![("r1", 576.9), ("r2", 618.407)],
+        "the lock sessions"
+    );
+    // Neither replica was refused: nothing for RUN-2 to decide here.
+    let c = wire_check(&entries, "refused checks leave the pool alone");
+    assert_eq!(c.verdict, Verdict::Unknown, "{c}");
+}
+
+/// `frozen-leader` with a program written to the page (level 2, its work on a pooled
+/// connection every T/2): its work timer fired before its check after the thaw, and an
+/// `INSERT` with its values inline left 0.6 ms after the thaw; LOOP-1 failed it, though the
+/// page allows a thawed leader its overlap window, and passed the same program when its check
+/// fired first.
+#[test]
+fn frozen_leader_a_write_at_the_thaw_before_the_check() {
+    let entries = entries("frozen-leader-loop-1-flip");
+    let path = folder("frozen-leader-loop-1-flip").join("work.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let rows: Vec<WorkRow> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let end_ms = entries.last().map_or(0.0, |e| e.t_ms);
+    let model = WireModel::of(&entries);
+    let b = bounds();
+    let c = work_only_from_leader_at(
+        &entries,
+        &model,
+        &rows,
+        end_ms,
+        &b,
+        &BTreeSet::new(),
+        Level::Work,
+    );
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert_eq!(
+        c.figures["late writes held in transit (unfenced)"], "1",
+        "{c}"
+    );
+}
