@@ -25,9 +25,20 @@ def checks_of(path):
     return data if isinstance(data, list) else data.get("checks", [])
 
 
-def runs_of(out, repeat):
+def sources(out):
+    """Each report's evidence: (label, folder): `<out>/scenarios`, or with `--pg` and `--impl`
+    one per major or implementation (`<out>/pg15/scenarios`, `<out>/python/scenarios`)."""
+    found = []
+    for here, dirs, _ in os.walk(os.path.join(ROOT, out)):
+        if "scenarios" in dirs:
+            label = os.path.relpath(here, os.path.join(ROOT, out))
+            found.append(("" if label == "." else label, os.path.join(here, "scenarios")))
+            dirs.remove("scenarios")
+    return sorted(found)
+
+
+def runs_of(base, repeat):
     """Each scenario's runs: {scenario: [checks of run 1, ..., checks of run N]}."""
-    base = os.path.join(ROOT, out, "scenarios")
     names = sorted(d for d in os.listdir(base) if "." not in d)
     runs = {}
     for name in names:
@@ -46,7 +57,7 @@ def runs_of(out, repeat):
     return runs
 
 
-def table(runs):
+def table(label, runs):
     """The Markdown rows, and whether any clause failed."""
     rows, failed_any = [], False
     for name, each in runs.items():
@@ -62,7 +73,7 @@ def table(runs):
             f"{cl} {len({i for i, _ in f})}/{len(each)} (run {f[0][0]}: {f[0][1][:120]})"
             for cl, f in sorted(failed.items())) or "none"
         passed = sum(1 for checks in each if not any(c.get("verdict") == "invalid" for c in checks))
-        rows.append(f"| {name} | {passed}/{len(each)} | {len(decided)} | {cells} |")
+        rows.append(f"| {label or '-'} | {name} | {passed}/{len(each)} | {len(decided)} | {cells} |")
     return rows, failed_any
 
 
@@ -81,11 +92,18 @@ def main():
     code = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL).returncode
     if code not in (0, 1):
         sys.exit(f"{' '.join(cmd)}: exit {code}, not a verdict")
-    rows, failed_any = table(runs_of(args.out, args.repeat))
+    found = sources(args.out)
+    if not found:
+        sys.exit(f"{args.out}: no evidence folder was written")
     print(f"`harness run --repeat {args.repeat} {' '.join(rest)}`\n")
-    print("| scenario | runs with no failed clause | clauses decided | clauses failed (runs) |")
-    print("|---|---|---|---|")
-    print("\n".join(rows))
+    print("| report | scenario | runs with no failed clause | clauses decided "
+          "| clauses failed (runs) |")
+    print("|---|---|---|---|---|")
+    failed_any = False
+    for label, base in found:
+        rows, failed = table(label, runs_of(base, args.repeat))
+        failed_any |= failed
+        print("\n".join(rows))
     sys.exit(1 if failed_any else 0)
 
 

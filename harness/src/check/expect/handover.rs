@@ -38,7 +38,13 @@ pub(super) fn handover(after: &str, within: Span, facts: &Facts, model: &WireMod
         .filter(|n| *n > old.granted_ms && *n <= sent)
         .reduce(f64::max);
     let woken = notified.is_some_and(|n| sent - n <= within_ms);
-    let verdict = if queued || woken {
+    // A waiter that gave a queued call up (its `lock_timeout`) and queued again: the end may
+    // fall in the gap between the two, and the gap is what it waited out of the queue.
+    let requeued = (!queued)
+        .then(|| requeued_at(new, ended, model))
+        .flatten()
+        .filter(|gave_up| sent - gave_up <= within_ms);
+    let verdict = if queued || woken || requeued.is_some() {
         Verdict::Valid
     } else {
         Verdict::Invalid
@@ -47,6 +53,11 @@ pub(super) fn handover(after: &str, within: Span, facts: &Facts, model: &WireMod
         (true, _) => format!(
             "its lock call had waited in the server's queue since {} before the end",
             in_t(ended - sent, b.t)
+        ),
+        (false, _) if requeued.is_some() => format!(
+            "it had waited in the server's queue since before the end, and queued again {} \
+             after giving a call up (its lock timeout)",
+            in_t(sent - requeued.unwrap_or(sent), b.t)
         ),
         (false, Some(n)) => format!(
             "its lock call was sent {} after the end, {} after a notification reached it",
@@ -74,7 +85,9 @@ pub(super) fn handover(after: &str, within: Span, facts: &Facts, model: &WireMod
     c.figures.insert("handover".into(), in_t(delay, b.t));
     // A queued call is granted when the server lets the key go, whatever the host's load, and a
     // poll has no wake-up to be measured from: only a notified call's delay is a measure.
-    let wake_up = notified.filter(|_| !queued).map(|n| sent - n);
+    let wake_up = (requeued.or(notified))
+        .filter(|_| !queued)
+        .map(|n| sent - n);
     c.with_measures(wake_up.map(|d| measure(d, within_ms, b.t)))
 }
 
@@ -105,6 +118,20 @@ fn sessions<'m>(
         })?;
     Ok((old, ended, new))
 }
+
+/// When the new holder gave up the queued lock call it had sent on the same session before the
+/// old one ended (answered with an error: its `lock_timeout`), just before the call that was
+/// granted; `None` when the call before that one was no queued call sent before the end.
+fn requeued_at(new: &LockSession, ended: f64, model: &WireModel) -> Option<f64> {
+    let c = model.conns.get(new.conn)?;
+    let before = (c.statements.get(..new.grant)?.iter().rev()).find(|s| s.locks())?;
+    let queue = (before.reading.as_ref()).is_ok_and(|r| r.calls_to(QUEUE).count() > 0);
+    let (gave_up, _) = before.answer.as_ref()?;
+    (queue && !before.succeeded() && before.sent_ms < ended).then_some(*gave_up)
+}
+
+/// The spec's queueing call.
+const QUEUE: &str = "pg_advisory_lock";
 
 /// When the lock call that granted `session` was sent.
 fn sent_ms(session: &LockSession, model: &WireModel) -> f64 {

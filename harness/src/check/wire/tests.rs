@@ -693,6 +693,63 @@ fn a_handover_passes_on_a_queued_or_notified_call_and_fails_on_a_poll() {
     let c = judge(&run(1_156.0, 1_157.0, true));
     assert_eq!(c.verdict, Verdict::Invalid, "{c}");
     assert!(c.message.contains("0.75T after a notification"), "{c}");
+    // A waiter that gives its queued call up after T (`lock_timeout`, 55P03) and queues again at
+    // once (the elector's X-WAKE): a crash whose end falls in that gap of a millisecond or two
+    // (main job, wake-handover, once in about 27 runs: "neither queued nor notified") is still a
+    // wake-up, the gap measured against `within`; a gap longer than it is not.
+    let requeued = |gap: f64| {
+        let mut entries = run(1_010.0 + gap, 1_011.0 + gap, false);
+        let timed_out = Outcome::Error {
+            code: "55P03".into(),
+            message: "canceling statement due to lock timeout".into(),
+        };
+        let queued = [
+            (
+                850.0,
+                WireEvent::Statement {
+                    id: 900,
+                    sql: WAIT.into(),
+                    params: vec![],
+                },
+            ),
+            (
+                1_010.0,
+                WireEvent::Answer {
+                    id: 900,
+                    outcome: timed_out,
+                },
+            ),
+        ];
+        for (t_ms, event) in queued {
+            entries.push(Entry {
+                t_ms,
+                what: What::Wire {
+                    replica: "b".into(),
+                    conn: 2,
+                    event,
+                },
+            });
+        }
+        entries.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        for e in &mut entries {
+            // The granting call is the waiter's next queued call, not a try.
+            if let What::Wire {
+                event: WireEvent::Statement { sql, .. },
+                ..
+            } = &mut e.what
+            {
+                if e.t_ms > 1_010.0 && sql == LOCK {
+                    *sql = WAIT.into();
+                }
+            }
+        }
+        entries
+    };
+    let c = judge(&requeued(1.0));
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert!(c.message.contains("queued again"), "{c}");
+    let c = judge(&requeued(60.0));
+    assert_eq!(c.verdict, Verdict::Invalid, "{c}");
     // Nobody took over.
     let mut h = History::default();
     h.open(0.0, "a", 1, 10);

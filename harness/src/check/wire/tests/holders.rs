@@ -79,16 +79,7 @@ fn a_connection_from_before_a_server_restart_holds_no_lock_after_it() {
     h.open(0.0, "b", 1, 23);
     h.said(10.0, "b", 1, LOCK, "t");
     h.locks(20.0, 100.0, Some((23, "b")));
-    for (t_ms, lifted) in [(100.0, false), (300.0, true)] {
-        h.entries.push(Entry {
-            t_ms,
-            what: What::Fault {
-                verb: crate::fault::Verb::RestartServer,
-                target: "postgres".into(),
-                lifted,
-            },
-        });
-    }
+    server_restart(&mut h, 100.0, 300.0);
     h.locks(320.0, 500.0, Some((23, "b")));
     h.said(
         400.0,
