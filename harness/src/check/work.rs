@@ -165,22 +165,24 @@ fn held_by_its_freeze(
     conns: &[wire::model::Conn],
     led_at: &dyn Fn(&str, f64) -> bool,
 ) -> bool {
+    // Its first lock call sent from `thaw` on.
+    let standby_since = |thaw: f64| {
+        (conns.iter().filter(|c| c.replica == replica))
+            .flat_map(|c| c.statements.iter())
+            .filter(|s| s.sent_ms >= thaw && s.asks())
+            .map(|s| s.sent_ms)
+            .reduce(f64::min)
+    };
     faults.iter().any(|f| {
         let Some(thaw) = f.lifted_ms else {
             return false;
         };
-        let standby_since = (conns.iter().filter(|c| c.replica == replica))
-            .flat_map(|c| c.statements.iter())
-            .filter(|s| s.sent_ms >= thaw && s.locks())
-            .filter(|s| !s.reading.as_ref().is_ok_and(wire::sql::Reading::unlocks))
-            .map(|s| s.sent_ms)
-            .reduce(f64::min);
         f.verb == Verb::Freeze
             && f.target == replica
             && led_at(replica, f.applied_ms)
             && sent >= thaw - pad
             && sent <= thaw + overlap + pad
-            && standby_since.is_none_or(|s| sent < s)
+            && standby_since(thaw).is_none_or(|s| sent < s)
     })
 }
 

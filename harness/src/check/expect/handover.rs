@@ -14,6 +14,7 @@
 
 use super::{check, Facts};
 use crate::check::wire::model::{LockSession, WireModel};
+use crate::check::wire::QUEUE;
 use crate::check::{in_t, t_of, Check, Measure, Unit, Verdict};
 use crate::span::Span;
 
@@ -49,22 +50,22 @@ pub(super) fn handover(after: &str, within: Span, facts: &Facts, model: &WireMod
     } else {
         Verdict::Invalid
     };
-    let how = match (queued, notified) {
-        (true, _) => format!(
+    let how = match (queued, requeued, notified) {
+        (true, ..) => format!(
             "its lock call had waited in the server's queue since {} before the end",
             in_t(ended - sent, b.t)
         ),
-        (false, _) if requeued.is_some() => format!(
+        (false, Some(gave_up), _) => format!(
             "it had waited in the server's queue since before the end, and queued again {} \
              after giving a call up (its lock timeout)",
-            in_t(sent - requeued.unwrap_or(sent), b.t)
+            in_t(sent - gave_up, b.t)
         ),
-        (false, Some(n)) => format!(
+        (false, None, Some(n)) => format!(
             "its lock call was sent {} after the end, {} after a notification reached it",
             in_t(sent - ended, b.t),
             in_t(sent - n, b.t)
         ),
-        (false, None) => format!(
+        (false, None, None) => format!(
             "its lock call was sent {} after the end, at its own pace: it was neither queued \
              nor notified",
             in_t(sent - ended, b.t)
@@ -129,9 +130,6 @@ fn requeued_at(new: &LockSession, ended: f64, model: &WireModel) -> Option<f64> 
     let (gave_up, _) = before.answer.as_ref()?;
     (queue && !before.succeeded() && before.sent_ms < ended).then_some(*gave_up)
 }
-
-/// The spec's queueing call.
-const QUEUE: &str = "pg_advisory_lock";
 
 /// When the lock call that granted `session` was sent.
 fn sent_ms(session: &LockSession, model: &WireModel) -> f64 {

@@ -48,7 +48,7 @@ const TRY_LOCK: &str = "pg_try_advisory_lock";
 /// The release, as the spec writes it ("Run runs pg_advisory_unlock").
 const UNLOCK: &str = "pg_advisory_unlock";
 /// The same lock taken by waiting for it (not the spec's standby check: RUN-1).
-const QUEUE: &str = "pg_advisory_lock";
+pub(crate) const QUEUE: &str = "pg_advisory_lock";
 /// The orphaned-session bound's setting, as the spec writes it (ORPH-1).
 const IDLE_TIMEOUT: &str = "idle_session_timeout";
 /// How many check intervals the orphaned-session bound is (ORPH-1: "four CheckIntervals").

@@ -36,11 +36,15 @@ impl Stmt {
         matches!(self.answer, Some((_, Outcome::Done { .. })))
     }
 
+    /// Whether it asks for the lock: an advisory-lock call that is not a release.
+    pub fn asks(&self) -> bool {
+        self.locks() && !self.reading.as_ref().is_ok_and(Reading::unlocks)
+    }
+
     /// Whether it is a lock call (not a release) whose answer granted the lock ([`GRANTED`] in
     /// its first column): what the wire itself says, whoever pg_locks showed holding the key.
     pub fn granted(&self) -> bool {
-        self.locks()
-            && !self.reading.as_ref().is_ok_and(Reading::unlocks)
+        self.asks()
             && (self.row().and_then(|r| r.first().cloned().flatten()))
                 .is_some_and(|v| GRANTED.contains(&v.trim()))
     }

@@ -72,8 +72,7 @@ fn standby_checks<'a>(w: &'a Wire, replica: &str) -> Vec<(usize, &'a Stmt)> {
         .flat_map(|(i, c)| {
             (c.statements.iter().enumerate())
                 .filter(move |(j, s)| {
-                    s.locks()
-                        && !s.reading.as_ref().is_ok_and(super::sql::Reading::unlocks)
+                    s.asks()
                         && !s.granted()
                         && !w.sessions.iter().any(|l| l.conn == i && l.grant <= *j)
                 })
