@@ -237,14 +237,32 @@ build_derived() { # name dir [extra recipe inputs...]
     { log "error: docker build of $name failed:"; cat /var/tmp/elector-docker-build.log >&2; return 1; }
 }
 
+# The toxiproxy image's recipe: its base, its Dockerfile, and what the binary is built from
+# (the sources of harness/toxiproxy and harness/wiretap by relative path and content, the
+# workspace's Cargo.toml and Cargo.lock, the compiler's version). An image that has it is kept
+# without compiling anything: a clean clone with the image built skips the release build.
+toxiproxy_recipe() {
+  local src
+  src=$(cd "$root" && find harness/toxiproxy/Cargo.toml harness/toxiproxy/src \
+    harness/wiretap/Cargo.toml harness/wiretap/src Cargo.toml Cargo.lock -type f -print0 |
+    LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  recipe_of "$base_recipe" "$here/images/toxiproxy/Dockerfile" "$src" "$(rustc --version)"
+}
+
 build_toxiproxy() {
   prereqs cargo
+  local recipe; recipe=$(toxiproxy_recipe)
+  if [ "$(current "$toxiproxy")" = "$recipe" ]; then log "$toxiproxy is up to date"; return; fi
   log "building the toxiproxy-server binary"
   (cd "$root" && cargo build -q --release -p toxiproxy-server)
   local ctx; ctx=$(mktemp -d)
   cp "$here/images/toxiproxy/Dockerfile" "$ctx/"
   cp "$root/target/release/toxiproxy-server" "$ctx/"
-  build_derived "$toxiproxy" "$ctx"
+  log "building $toxiproxy"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$base" --label "$label=$recipe" \
+    -t "$toxiproxy" "$ctx" >/dev/null 2>/var/tmp/elector-docker-build.log ||
+    { log "error: docker build of $toxiproxy failed:"; cat /var/tmp/elector-docker-build.log >&2
+      rm -rf "$ctx"; return 1; }
   rm -rf "$ctx"
 }
 

@@ -18,7 +18,7 @@ use crate::replica::program::Program;
 use crate::report::{ClauseVerdict, Report, Source};
 use crate::scenario::run::{self, RunOptions};
 use crate::scenario::Scenario;
-use crate::topology::Images;
+use crate::topology::{Images, Teardowns};
 
 /// The flags of `harness run`.
 #[derive(Debug, Args)]
@@ -417,12 +417,16 @@ pub(crate) async fn run_all(
     // `alone`, the others its read side: it waits for those running to end, and those after it
     // wait for it (tokio's lock is fair).
     let alone = std::sync::Arc::new(tokio::sync::RwLock::new(()));
+    // Each scenario's containers are removed while the next one's start (Teardowns).
+    let teardowns = Teardowns::new();
     let sources = futures::stream::iter(scenarios.iter().cloned())
         .map(|s| {
             let (opts, bar, alone) = (opts.clone(), bar.clone(), alone.clone());
+            let teardowns = teardowns.clone();
             let (name, clauses) = (s.name.clone(), s.clauses.clone());
             let task = tokio::spawn(async move {
-                in_turn(&alone, s.runs_alone(), runs_of(&s, &opts, repeat, &bar)).await
+                let runs = runs_of(&s, &opts, repeat, &bar, &teardowns);
+                in_turn(&alone, s.runs_alone(), runs).await
             });
             async move { (name, clauses, task.await) }
         })
@@ -438,6 +442,7 @@ pub(crate) async fn run_all(
         })
         .collect()
         .await;
+    teardowns.finish().await;
     bar.finish_and_clear();
     sources
 }
@@ -464,6 +469,7 @@ async fn runs_of(
     opts: &RunOptions,
     repeat: usize,
     bar: &indicatif::ProgressBar,
+    teardowns: &Teardowns,
 ) -> Source {
     let mut runs = Vec::with_capacity(repeat);
     for i in 1..=repeat {
@@ -476,7 +482,7 @@ async fn runs_of(
             repeat: i,
             ..opts.clone()
         };
-        runs.push(run_one(s, &opts).await);
+        runs.push(run_one(s, &opts, Some(teardowns)).await);
         bar.inc(1);
     }
     let source = merge_repeats(runs);
@@ -512,7 +518,7 @@ fn failed_run(name: String, clauses: &[String], message: String) -> Source {
 /// scenario whose steps the replica program cannot play is not run: its clauses say what it
 /// would need (a level, the harness's own replica, a feature beyond the spec), as are those
 /// whose servers could not start or are too old for a replica's program.
-pub async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
+pub async fn run_one(s: &Scenario, opts: &RunOptions, teardowns: Option<&Teardowns>) -> Source {
     let offer = s.observes(&opts.program);
     if let Some(need) = s.needs().filter(|n| !n.met_by(&offer)) {
         let why = format!(
@@ -521,7 +527,7 @@ pub async fn run_one(s: &Scenario, opts: &RunOptions) -> Source {
         );
         return not_run(s, need, why);
     }
-    match run::run(s, opts).await {
+    match run::run_after(s, opts, teardowns).await {
         Ok(outcome) => outcome.source,
         Err(e) => match (Failure::of(&e), e.downcast_ref::<run::ServerTooOld>()) {
             (Some(Failure::Setup), _) => not_run(s, Need::Setup, format!("{e:#}")),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{app_dsn_for, docker, local, Images};
+use super::{app_dsn_for, docker, local, Images, Teardowns};
 
 /// PostgreSQL's (and PgBouncer's) port inside a container.
 pub const POSTGRES_PORT: u16 = 5432;
@@ -190,6 +190,10 @@ pub struct TopologyConfig {
     pub sweep: bool,
     /// The run id (default: random). Names and labels carry it.
     pub run_id: Option<String>,
+    /// Removals of earlier topologies to wait for while this one starts; this one's own
+    /// removal then joins them ([`Topology::retire`](super::Topology::retire)). Default: none,
+    /// and a topology is removed when it is retired.
+    pub after: Option<Teardowns>,
 }
 
 impl Default for TopologyConfig {
@@ -204,6 +208,7 @@ impl Default for TopologyConfig {
             signal_guard: true,
             sweep: true,
             run_id: None,
+            after: None,
         }
     }
 }
@@ -260,6 +265,13 @@ impl TopologyConfig {
     /// Sets the images.
     pub fn images(mut self, images: Images) -> Self {
         self.images = images;
+        self
+    }
+
+    /// Sets [`after`](Self::after): the start waits for `teardowns` while the services start,
+    /// and [`Topology::retire`](super::Topology::retire) queues this topology's removal there.
+    pub fn after(mut self, teardowns: Teardowns) -> Self {
+        self.after = Some(teardowns);
         self
     }
 }

@@ -31,6 +31,7 @@ pub mod images;
 pub mod local;
 mod observer;
 pub mod proxy;
+mod teardown;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -51,6 +52,7 @@ pub use self::dsn::{
 pub use self::images::{ImageRef, Images};
 pub use self::observer::Observer;
 pub use self::proxy::Toxiproxy;
+pub use self::teardown::Teardowns;
 
 /// How long [`Observer`] and the server verbs wait for PostgreSQL to accept connections.
 pub const READY_LIMIT: Duration = Duration::from_secs(30);
@@ -68,6 +70,7 @@ struct Inner {
     proxies: tokio::sync::Mutex<Vec<ProxyEndpoint>>,
     startup: StartupTimes,
     shut: AtomicBool,
+    after: Option<Teardowns>,
 }
 
 /// A running topology. Cheap to clone (a shared handle); the services go away with
@@ -99,6 +102,50 @@ pub fn random_run_id() -> String {
         .collect()
 }
 
+/// Starts the backend's services, recording their start-up times in `startup`.
+async fn start_backend(
+    config: &TopologyConfig,
+    run_id: &str,
+    startup: &mut StartupTimes,
+) -> anyhow::Result<Backend> {
+    match config.backend {
+        BackendKind::Docker => {
+            let services = docker::DockerServices::start(
+                run_id,
+                &docker::DockerOptions {
+                    images: config.images.clone(),
+                    pgbouncers: config.pgbouncers.clone(),
+                    proxy_ports: config.proxy_ports,
+                    postgres_settings: config.postgres_settings.clone(),
+                },
+            )
+            .await?;
+            let t = services.timings().clone();
+            startup.services.push(("network".into(), t.network));
+            startup.services.push(("postgres".into(), t.postgres));
+            startup.services.push(("toxiproxy".into(), t.toxiproxy));
+            for (mode, d) in t.pgbouncers {
+                startup.services.push((format!("pgbouncer-{mode}"), d));
+            }
+            Ok(Backend::Docker(Box::new(services)))
+        }
+        BackendKind::Local => {
+            let mut options = config.local.clone();
+            options.pgbouncers = config.pgbouncers.clone();
+            options.postgres_settings = config.postgres_settings.clone();
+            let services = local::LocalServices::start(run_id, &options).await?;
+            let t = services.timings().clone();
+            startup.services.push(("initdb".into(), t.initdb));
+            startup.services.push(("postgres".into(), t.postgres));
+            startup.services.push(("toxiproxy".into(), t.toxiproxy));
+            for (mode, d) in t.pgbouncers {
+                startup.services.push((format!("pgbouncer-{mode}"), d));
+            }
+            Ok(Backend::Local(Box::new(services)))
+        }
+    }
+}
+
 impl Topology {
     /// Starts the services (in parallel where the backend can) and returns once PostgreSQL
     /// accepts connections, the PgBouncers are up and the Toxiproxy API answers. No proxy exists
@@ -125,42 +172,14 @@ impl Topology {
             startup.sweep = clock.elapsed();
         }
         let run_id = config.run_id.clone().unwrap_or_else(random_run_id);
-        let backend = match config.backend {
-            BackendKind::Docker => {
-                let services = docker::DockerServices::start(
-                    &run_id,
-                    &docker::DockerOptions {
-                        images: config.images.clone(),
-                        pgbouncers: config.pgbouncers.clone(),
-                        proxy_ports: config.proxy_ports,
-                        postgres_settings: config.postgres_settings.clone(),
-                    },
-                )
-                .await?;
-                let t = services.timings().clone();
-                startup.services.push(("network".into(), t.network));
-                startup.services.push(("postgres".into(), t.postgres));
-                startup.services.push(("toxiproxy".into(), t.toxiproxy));
-                for (mode, d) in t.pgbouncers {
-                    startup.services.push((format!("pgbouncer-{mode}"), d));
-                }
-                Backend::Docker(Box::new(services))
-            }
-            BackendKind::Local => {
-                let mut options = config.local.clone();
-                options.pgbouncers = config.pgbouncers.clone();
-                options.postgres_settings = config.postgres_settings.clone();
-                let services = local::LocalServices::start(&run_id, &options).await?;
-                let t = services.timings().clone();
-                startup.services.push(("initdb".into(), t.initdb));
-                startup.services.push(("postgres".into(), t.postgres));
-                startup.services.push(("toxiproxy".into(), t.toxiproxy));
-                for (mode, d) in t.pgbouncers {
-                    startup.services.push((format!("pgbouncer-{mode}"), d));
-                }
-                Backend::Local(Box::new(services))
+        // Earlier topologies' removals finish while this one's services start.
+        let pending = async {
+            if let Some(after) = &config.after {
+                after.finish().await;
             }
         };
+        let (backend, ()) = tokio::join!(start_backend(&config, &run_id, &mut startup), pending);
+        let backend = backend?;
         let api = match &backend {
             Backend::Docker(s) => s.toxiproxy_api(),
             Backend::Local(s) => s.toxiproxy_api(),
@@ -183,6 +202,7 @@ impl Topology {
                 proxies: tokio::sync::Mutex::new(Vec::new()),
                 startup,
                 shut: AtomicBool::new(false),
+                after: config.after.clone(),
             }),
         })
     }
@@ -440,6 +460,19 @@ impl Topology {
         match &self.inner.backend {
             Backend::Docker(s) => s.shutdown().await,
             Backend::Local(s) => s.shutdown().await,
+        }
+    }
+
+    /// Removes every service as [`shutdown`](Topology::shutdown) does, or, when the topology
+    /// started [`after`](TopologyConfig::after) a queue of removals, queues its own removal
+    /// there and returns at once.
+    pub async fn retire(&self) {
+        match &self.inner.after {
+            Some(queue) => {
+                let this = self.clone();
+                queue.push(tokio::spawn(async move { this.shutdown().await }));
+            }
+            None => self.shutdown().await,
         }
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use harness::topology::cleanup::{sweep, SweepScope};
 use harness::topology::docker::count_labelled;
-use harness::topology::{PoolMode, Topology, TopologyConfig};
+use harness::topology::{PoolMode, Teardowns, Topology, TopologyConfig};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::time::Instant;
 
@@ -26,6 +26,39 @@ async fn a_dropped_topology_leaves_no_container_or_network() {
         count_labelled(&run).await.unwrap(),
         (0, 0),
         "after the drop"
+    );
+}
+
+/// A topology retired onto a queue of removals (`harness run`'s scenarios) is removed while the
+/// next one starts: once the next is up, nothing of the first is left; and once the queue
+/// finishes, nothing of either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_topology_is_gone_once_the_next_has_started() {
+    let queue = Teardowns::new();
+    let first = Topology::start(TopologyConfig::docker().after(queue.clone()))
+        .await
+        .expect("first topology");
+    let first_run = first.run_id().to_owned();
+    first.retire().await;
+    drop(first);
+    let second = Topology::start(TopologyConfig::docker().after(queue.clone()))
+        .await
+        .expect("second topology");
+    assert_eq!(
+        count_labelled(&first_run).await.unwrap(),
+        (0, 0),
+        "the first, once the second is up"
+    );
+    assert_eq!(queue.pending(), 0, "the first's removal has finished");
+    let second_run = second.run_id().to_owned();
+    assert_eq!(count_labelled(&second_run).await.unwrap(), (2, 1));
+    second.retire().await;
+    drop(second);
+    queue.finish().await;
+    assert_eq!(
+        count_labelled(&second_run).await.unwrap(),
+        (0, 0),
+        "the second, once the queue has finished"
     );
 }
 

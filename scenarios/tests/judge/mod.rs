@@ -49,7 +49,7 @@ pub async fn judged(
     for name in scenarios {
         let file = repo().join("scenarios").join(format!("{name}.toml"));
         let scenario = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
-        let source = harness::suite::run_one(&scenario, &opts).await;
+        let source = harness::suite::run_one(&scenario, &opts, None).await;
         // A run that could not complete, or whose servers could not start, is the test's
         // failure, not a verdict on the program; one the program cannot play is not-run.
         let broken = (source.checks.iter()).find(|c| {

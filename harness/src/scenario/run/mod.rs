@@ -20,7 +20,7 @@ use crate::report::evidence::{Evidence, Record};
 use crate::report::Source;
 use crate::scenario::model::{Scenario, Step};
 use crate::timeline::{Entry, Timeline};
-use crate::topology::{Images, Topology, TopologyConfig};
+use crate::topology::{Images, Teardowns, Topology, TopologyConfig};
 use stage::Stage;
 use steps::Player;
 
@@ -83,7 +83,24 @@ pub struct Outcome {
 /// The topology or a replica could not start, or the evidence could not be written (a step
 /// that failed, or a wait that timed out, is not an error: it fails the scenario's checks).
 pub async fn run(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<Outcome> {
-    let topology = TopologyConfig::docker().images(opts.images.clone());
+    run_after(scenario, opts, None).await
+}
+
+/// As [`run`], with the topology started [`after`](TopologyConfig::after) `teardowns` (when
+/// given): its start waits for their removals, and its own removal joins them instead of
+/// holding up the outcome.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_after(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    teardowns: Option<&Teardowns>,
+) -> anyhow::Result<Outcome> {
+    let mut topology = TopologyConfig::docker().images(opts.images.clone());
+    if let Some(queue) = teardowns {
+        topology = topology.after(queue.clone());
+    }
     let mut session = Session::start(scenario, opts, topology).await?;
     let step_errors = session.play(&scenario.steps).await;
     session.finish(scenario, &step_errors).await

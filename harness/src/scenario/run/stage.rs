@@ -193,7 +193,7 @@ impl Stage {
         }
         let entries = self.timeline.entries();
         let rows = work_rows(&self.observer, &entries).await;
-        self.topology.shutdown().await;
+        self.topology.retire().await;
         (entries, rows, wire)
     }
 }
