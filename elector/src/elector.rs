@@ -35,9 +35,14 @@ pub(crate) struct Inner {
     pub(crate) attempts: Attempts,
     /// X-WAKE: the queued attempt a standby keeps waiting on the key, when waking is on.
     pub(crate) waiting: Option<std::sync::Arc<str>>,
+    /// X-WAKE: set when a check met a shared session; waking is then off for good, through
+    /// every later `run` of this elector too.
+    pub(crate) wake_refused: AtomicBool,
     pub(crate) verify_lock: bool,
     /// X-FENCE: `Some` when fencing, set once the fence's sequence is known to exist.
     pub(crate) fence: Option<AtomicBool>,
+    /// X-FENCE: set once the elector said at ERROR that the sequence could not be made ready.
+    pub(crate) fence_said: AtomicBool,
     /// POOL-1: the leader's check also proves it ran on the lock session (the guard's other half).
     pub(crate) guard_session: bool,
     pub(crate) gauge: LeaderGauge,
@@ -119,6 +124,8 @@ impl Elector {
                 leadership: Publisher::new(),
                 terms: AtomicU64::new(0),
                 running: AtomicBool::new(false),
+                wake_refused: AtomicBool::new(false),
+                fence_said: AtomicBool::new(false),
             }),
         })
     }

@@ -30,8 +30,8 @@ pub enum Error {
     /// orphaned-session bound): the process was frozen or starved that long, and the server may
     /// have ended the session and another replica may lead.
     #[error(
-        "no check was answered for {0:?} (4·T): the server may have ended the lock session \
-         (was this process frozen or starved?)"
+        "no check was answered for {0:?} (the lease: 4·T, 3·T before PostgreSQL 14): the \
+         server may have ended the lock session (was this process frozen or starved?)"
     )]
     LeaseRunOut(Duration),
     /// The server answered something the elector does not understand.

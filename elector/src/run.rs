@@ -45,15 +45,17 @@ impl Elector {
         // row broke before their grant.
         let mut waiter: Option<Waiter> = None;
         let mut broken = Broken::default();
-        // X-WAKE's queued attempt, until a check meets a shared session (see `refuse_wake_if_shared`).
-        let mut waking = inner.waiting.clone();
+        // X-WAKE's queued attempt, until a check meets a shared session (see
+        // `refuse_wake_if_shared`), in this `run` or an earlier one.
+        let mut waking =
+            (inner.waiting.clone()).filter(|_| !inner.wake_refused.load(Ordering::SeqCst));
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
                 granted = Waiter::granted(&mut waiter) => {
                     if let Err(e) = &granted {
-                        refuse_wake_if_shared(&mut waking, e);
+                        refuse_wake_if_shared(inner, &mut waking, e);
                     }
                     held = woken(inner, granted, &mut broken);
                     continue;
@@ -65,7 +67,7 @@ impl Elector {
                     biased;
                     () = shutdown.cancelled() => break,
                     checked = standby_check(inner) => checked.unwrap_or_else(|e| {
-                        refuse_wake_if_shared(&mut waking, &e);
+                        refuse_wake_if_shared(inner, &mut waking, &e);
                         None
                     }),
                 },
@@ -81,9 +83,10 @@ impl Elector {
                     }
                 },
             };
-            // A leader needs no queued session (dropping it ends it); a standby keeps one.
+            // A leader needs no queued session (dropping it ends it); a standby keeps one, once
+            // its fence (X-FENCE) is ready: a fenced attempt fails without it.
             match (&held, &waking) {
-                (None, Some(statement)) if waiter.is_none() => {
+                (None, Some(statement)) if waiter.is_none() && fence_is_ready(inner) => {
                     waiter = Some(Waiter::start(inner, statement));
                     broken.since = tokio::time::Instant::now();
                 }
@@ -155,12 +158,14 @@ fn woken(
 }
 
 /// X-WAKE where the shared-session guard answered `shared` (a transaction-mode pooler hands the
-/// elector's statements to server sessions other clients use): waking is off for good, said
-/// once at WARN. A queued attempt there would hold one of the pooler's server sessions for as
+/// elector's statements to server sessions other clients use): waking is off for good (every
+/// later `run` of the elector too: a supervisor's restart does not turn it on again), said once
+/// at WARN. A queued attempt there would hold one of the pooler's server sessions for as
 /// long as it waits, and its grant would land on a session other clients then share; the checks
 /// every T go on (and the guard keeps refusing to lead on a shared session).
-fn refuse_wake_if_shared(waking: &mut Option<Arc<str>>, e: &Error) {
+fn refuse_wake_if_shared(inner: &Inner, waking: &mut Option<Arc<str>>, e: &Error) {
     if matches!(e, Error::SharedSession) && waking.take().is_some() {
+        inner.wake_refused.store(true, Ordering::SeqCst);
         tracing::warn!(
             "background leader: waking is off: {}; a queued attempt would hold a server \
              session of the pooler for as long as it waits, so the standby checks every T only",
@@ -210,8 +215,9 @@ impl Drop for Running {
     }
 }
 
-/// A standby's check (RUN-1..RUN-4): one attempt on a borrowed connection, bounded by T; on a
-/// grant, the bound and then the term. Its outcome goes to the leadership watch.
+/// A standby's check (RUN-1..RUN-4): one attempt on a borrowed connection, the borrowing and
+/// the attempt each bounded by T (and, until the fence's sequence is known to exist, its check
+/// by another T); on a grant, the bound and then the term. Its outcome goes to the leadership watch.
 /// A failed check (logged at WARN and published here) comes back as the error, for the caller
 /// to learn from (X-WAKE is refused on a shared session).
 async fn standby_check(inner: &Arc<Inner>) -> Result<Option<LockSession>, Error> {
@@ -249,8 +255,16 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
     let t = inner.interval;
     let loan = Loan::borrow(&inner.pool, t).await?;
     if let Some(ready) = inner.fence.as_ref().filter(|r| !r.load(Ordering::SeqCst)) {
-        fence_ready(&loan, t).await?;
-        ready.store(true, Ordering::SeqCst);
+        match fence_ready(&loan, t).await {
+            Ok(()) => ready.store(true, Ordering::SeqCst),
+            Err(e @ Error::Db(_)) => {
+                // The server answered (a right missing, say): the session is as it was lent.
+                loan.give_back();
+                fence_not_ready(inner, &e);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
     }
     // X-PGVER: the first check also asks the server's version, in the same round trip, and the
     // statement the server needs is sent from then on.
@@ -291,6 +305,24 @@ async fn try_lock(inner: &Arc<Inner>) -> Result<Option<Grant>, Error> {
             Err(Error::SharedSession)
         }
     }
+}
+
+/// X-FENCE: whether a fenced attempt can run (fencing off, or its sequence known to exist).
+fn fence_is_ready(inner: &Inner) -> bool {
+    (inner.fence.as_ref()).is_none_or(|ready| ready.load(Ordering::SeqCst))
+}
+
+/// X-FENCE: the fence's sequence could not be made ready (`e`, answered by the server): said
+/// once per elector at ERROR, with what the operator must do; each check fails until then.
+fn fence_not_ready(inner: &Inner, e: &Error) {
+    if inner.fence_said.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let (sequence, create) = (crate::sql::FENCE_SEQUENCE, crate::sql::CREATE_FENCE);
+    tracing::error!(error = %e,
+        "background leader: fencing is on, but its sequence {sequence} is missing and could \
+         not be created ({e}): this replica cannot lead until an owner runs `{create}` and \
+         `GRANT USAGE, SELECT ON SEQUENCE {sequence} TO` the application's role");
 }
 
 /// X-FENCE: makes sure the fence's sequence exists, once per elector: asked first, so that a

@@ -376,14 +376,24 @@ impl Drop for LockSession {
         } else {
             Abandon::Dropped
         };
-        // A demotion dropped between its two steps, or a term its lease's timer ended, only has
-        // its close left to do.
-        let demoted = self.term.is_over();
+        // A demotion dropped between its two steps, or a term its lease's timer ended (at
+        // DEBUG), only has its close left to do; neither has said anything at WARN yet, so the
+        // line below is the one that says the leadership ended (CFG-3): lost, as the term ended.
+        let lost = self.term.is_over();
         self.end_term(TermCause::LeadershipLost, TermEnd::Abandoned(how));
         self.close();
         let (term, backend_pid) = (self.info.number, self.info.backend_pid);
+        let by = match how {
+            Abandon::Panicked => "unwound by a panic",
+            Abandon::Dropped => "dropped",
+        };
         match how {
-            _ if demoted => {}
+            _ if lost => tracing::warn!(
+                term,
+                backend_pid,
+                "background leader lock lost: its term had ended; the connection closed as the \
+                 run future was {by}"
+            ),
             Abandon::Panicked => tracing::warn!(
                 term,
                 backend_pid,

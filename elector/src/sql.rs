@@ -344,8 +344,9 @@ pub fn tagged_wait(tag: u64, statement: &str) -> String {
 /// statement of its own: behind a pooler, or once that backend ended and its pid was handed out
 /// again, such a pid may name another client's session, or another standby's queued one. Only
 /// a backend that runs the tagged attempt and waits on the key is ended; any other is left
-/// alone. (It needs `track_activities`, on by default; with it off, nothing is ended and a
-/// given-up attempt lasts until it is granted, when its closed socket ends it.)
+/// alone. (It needs `track_activities`, on by default; with it off, nothing is ended here, and a
+/// given-up attempt ends within T anyway: its `lock_timeout` ([`waiter_settings`]) ends the
+/// statement, and the backend then sees its client's close.)
 pub fn end_waiter(tag: u64) -> String {
     format!(
         "SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a \

@@ -153,6 +153,63 @@ async fn a_fencing_elector_leads_under_a_role_that_cannot_create_the_sequence() 
     halt(run.0, run.1).await;
 }
 
+/// X-FENCE not set up (issue 48, item 4): fencing on, the sequence missing, and a role that may
+/// not create it. The standby can never lead; it must say so once at ERROR, naming what the
+/// operator must create, and keep its pooled connection (RUN-2: refused or failed checks leave
+/// the pool alone). Before, each check's failed `CREATE SEQUENCE` dropped its loan, which
+/// closes the connection: a new backend every T (21 in 4 s at T = 200 ms).
+#[tokio::test]
+async fn a_fence_not_set_up_is_said_once_and_keeps_the_connection() {
+    let pg = Pg::start().await;
+    let owner = pg.observer().await;
+    owner
+        .batch_execute(
+            "CREATE ROLE app LOGIN PASSWORD 'app'; REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+        )
+        .await
+        .expect("the role, with no right to create in public");
+    let (logs, _guard) = Logs::capture();
+    let url = pg.owner_url().replace("postgres:postgres@", "app:app@");
+    let pool = pool_for(&url, "fence-missing", 4, Default::default());
+    drop(pool.get().await.expect("the application role connects"));
+    let e = Elector::new(Config::new(pool).check_interval(T).fencing(true).wake(true))
+        .expect("elector");
+    let run = spawn_run(&e);
+    // The standby's backends, four times a check for ten checks: its one pooled connection,
+    // open between the checks too.
+    let mut seen = Vec::new();
+    for _ in 0..40 {
+        tokio::time::sleep(T / 4).await;
+        let rows = owner
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'fence-missing'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity");
+        seen.push(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>());
+    }
+    assert!(!e.is_leader(), "led with no fence");
+    halt(run.0, run.1).await;
+    let first = seen[0].clone();
+    assert!(
+        first.len() == 1 && seen.iter().all(|pids| *pids == first),
+        "the standby's backends, sampled every T/4: {seen:?}"
+    );
+    let said: Vec<_> = (logs.matching("background leader: fencing"))
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::ERROR)
+        .collect();
+    assert_eq!(said.len(), 1, "one ERROR line: {said:#?}");
+    for needed in ["CREATE SEQUENCE", "GRANT USAGE, SELECT"] {
+        assert!(
+            said[0].message.contains(needed),
+            "{needed}: {:?}",
+            said[0].message
+        );
+    }
+}
+
 /// X-FENCE, what the guard guarantees (issue 35, item 4): the guard is a read, evaluated when
 /// its statement runs, not a conflict. A transaction whose guarded write ran under term N and
 /// whose COMMIT arrives after term N+1 drew its token (the writer froze, or a pooler or the

@@ -188,8 +188,8 @@ async fn at_pgbouncers_default_pool_size_no_two_replicas_lead_at_once() {
 /// pooler a queued attempt would hold one of the pooler's server sessions for as long as it
 /// waits, be granted on a session other clients then share (the pooler hazard), and be given
 /// up by a statement that may run on any server session. So the first check or queued attempt
-/// that the guard answers `shared` turns waking off for good, with one WARN line that says why;
-/// the checks every T go on. Before, each standby check queued a new session, the guard refused
+/// that the guard answers `shared` turns waking off for good (for the elector, through a later
+/// `run` too), with one WARN line that says why; the checks every T go on. Before, each standby check queued a new session, the guard refused
 /// it at once, and the standby logged "the queued attempt keeps failing" every T.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waking_is_refused_where_the_guard_sees_a_shared_session() {
@@ -200,7 +200,7 @@ async fn waking_is_refused_where_the_guard_sees_a_shared_session() {
     // landing on another server session), so that b leads and a checks.
     let a = bounced.elector("a").await;
     let b = bounced.elector_with("wake-b", |c| c.wake(true)).await;
-    let running = [lead(&a).await, spawn_run(&b)];
+    let [a_run, b_run] = [lead(&a).await, spawn_run(&b)];
     tokio::time::sleep(8 * T).await;
     let refused = logs.matching(WAKE_REFUSED);
     assert!(
@@ -214,7 +214,20 @@ async fn waking_is_refused_where_the_guard_sees_a_shared_session() {
         0,
         "a session is still queued on the key"
     );
-    for (stop, run) in running {
+    // For good: `run` called again on the same elector (a supervisor's restart) neither queues
+    // an attempt nor turns waking off a second time (issue 48, item 5: each `run` started from
+    // the configuration's attempt again).
+    halt(b_run.0, b_run.1).await;
+    let b_run = spawn_run(&b);
+    let mut most = 0;
+    for _ in 0..32 {
+        tokio::time::sleep(T / 4).await;
+        most = most.max(queued(&observer).await);
+    }
+    let refused = logs.matching(WAKE_REFUSED);
+    assert_eq!(refused.len(), 1, "waking turned off again: {refused:#?}");
+    assert_eq!(most, 0, "the restarted run queued a session on the key");
+    for (stop, run) in [a_run, b_run] {
         halt(stop, run).await;
     }
 }

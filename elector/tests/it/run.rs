@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use elector::{Config, Elector, Error, TermCause};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::fixture::*;
 
@@ -209,6 +210,42 @@ async fn panic_in_run_abandons_the_lock() {
     // RUN-8: run may be called again after a panic.
     let (stop2, run2) = lead(&a).await;
     halt(stop2, run2).await;
+}
+
+/// RUN-7, CFG-3: a term its lease ended (the run future not polled for longer than the lease,
+/// as in a starved process) and a run future then dropped leaves a WARN line: a replica that
+/// led never loses its leadership with nothing above DEBUG (issue 48, item 6: the lease's timer
+/// ended the term at DEBUG, and the drop took the ended term for a demotion already logged).
+#[tokio::test]
+async fn a_run_dropped_after_its_lease_ran_out_says_so_at_warn() {
+    let pg = Pg::start().await;
+    let (logs, _guard) = Logs::capture();
+    let (a, _registry) = elector_on(&pg.url(), "a", T).await;
+    let stop = CancellationToken::new();
+    let mut run = Box::pin(a.run(stop.clone()));
+    tokio::select! {
+        ended = &mut run => panic!("run ended before it led: {ended:?}"),
+        led = wait_for(10 * T, || a.is_leader()) => assert!(led.is_some(), "a did not lead"),
+    }
+    // The run future is not polled now: no check runs, and the lease (4T) runs out.
+    tokio::time::sleep(5 * T).await;
+    assert!(!a.is_leader(), "the lease ended the term");
+    let before = logs.matching("background leader");
+    drop(run);
+    let warned: Vec<_> = (logs.matching("background leader").into_iter())
+        .skip(before.len())
+        .filter(|e| e.level == tracing::Level::WARN)
+        .collect();
+    assert_eq!(
+        warned.len(),
+        1,
+        "one WARN line when the run future is dropped: {warned:#?}"
+    );
+    assert!(
+        warned[0].message.starts_with("background leader lock lost"),
+        "{:?}",
+        warned[0].message
+    );
 }
 
 /// RUN-8: a second concurrent run is refused at once; a later one works.
