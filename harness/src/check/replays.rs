@@ -113,3 +113,17 @@ fn frozen_leader_a_write_at_the_thaw_before_the_check() {
         "{c}"
     );
 }
+
+/// `gallery::case_04_moving_lock` (clean-clone CI, 2026-12-07): the flaw moves its lock every
+/// fourth check, unlocking on one connection and locking on another; here r3's check won the
+/// key in between, r1 demoted and closed the connection it had just unlocked. A close after an
+/// unlock is a release (SESS-1 holds); the flaw is SESS-2's alone.
+#[test]
+fn moving_lock_a_close_after_the_unlock_is_a_release() {
+    let entries = entries("moving-lock-race");
+    let check = wire_check(
+        &entries,
+        "the lock connection ends only at a demotion or a release",
+    );
+    assert_eq!(check.verdict, Verdict::Valid, "{check}");
+}

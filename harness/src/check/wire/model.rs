@@ -365,14 +365,15 @@ fn granting(
     // The lock call sent last before the sample: the server grants it before its answer
     // reaches the proxy, so a sample can show the grant before the wire shows the answer. A
     // connection whose last call was refused (whenever the refusal came) held no key then and
-    // asked for none since.
+    // asked for none since. A release is no lock call here: a sample read just before an
+    // unlock took effect shows the grant before it, not a new one.
     let mut best: Option<(usize, usize, f64)> = None;
     for i in candidates {
         let last = (conns[i].statements.iter().enumerate())
             .rev()
             .find(|(_, s)| {
                 let failed = matches!(s.answer, Some((at, _)) if at <= t_ms && !s.succeeded());
-                s.locks() && !failed && s.sent_ms <= t_ms
+                s.asks() && !failed && s.sent_ms <= t_ms
             });
         let Some((j, s)) = last else { continue };
         let since_start = (s.answer.as_ref()).is_none_or(|(at, _)| *at >= serving_since);

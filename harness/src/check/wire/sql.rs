@@ -417,6 +417,14 @@ mod tests {
     fn a_release_unlocks_and_takes_nothing() {
         let release = read("SELECT pg_advisory_unlock(1886156915, 1)", &[]).expect("parses");
         assert!(release.unlocks());
+        // The Python example's release clears its session marker in the same statement.
+        let python = read(
+            "SELECT pg_advisory_unlock(1886156915, 1)\n  FROM \
+             set_config('plexsphere.background_leader', '', false)",
+            &[],
+        )
+        .expect("parses");
+        assert!(python.unlocks(), "{python:?}");
         // An attempt that may unlock in a branch of its own is an attempt, not a release.
         let attempt = "SELECT CASE WHEN current_setting('x', true) = 'y' THEN CASE WHEN \
             pg_advisory_unlock(1886156915, 1) THEN 'freed' END WHEN \
