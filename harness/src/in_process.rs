@@ -72,6 +72,7 @@ pub fn elector_tests(junit: &Path) -> anyhow::Result<Source> {
             },
             measures: Vec::new(),
             needs: None,
+            flaky: false,
         });
     }
     Ok(Source {

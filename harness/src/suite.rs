@@ -463,7 +463,15 @@ async fn in_turn<T>(
     }
 }
 
-/// One scenario's `repeat` runs, merged into one source; its line printed above the bar.
+/// How many more times a scenario runs when its runs failed on near misses alone
+/// ([`Check::near_miss`]: a liveness bound missed by less than the scheduling noise the run
+/// measured of itself). Its clause is then flaky (undecided) if some run held, failed if none
+/// did; a failure of anything else, safety above all, is decided by the run that showed it
+/// and is never run again.
+pub const RERUNS: usize = 2;
+
+/// One scenario's `repeat` runs, and [`RERUNS`] more when they failed on near misses alone,
+/// merged into one source; its line printed above the bar.
 async fn runs_of(
     s: &Scenario,
     opts: &RunOptions,
@@ -471,10 +479,16 @@ async fn runs_of(
     bar: &indicatif::ProgressBar,
     teardowns: &Teardowns,
 ) -> Source {
-    let mut runs = Vec::with_capacity(repeat);
-    for i in 1..=repeat {
-        bar.set_message(if repeat > 1 {
-            format!("{} ({i}/{repeat})", s.name)
+    let runs = repeated(repeat, |i, planned| {
+        if i == repeat + 1 {
+            bar.inc_length(RERUNS as u64);
+            bar.println(format!(
+                "{:<40} a bound missed within the run's own noise: {RERUNS} more runs",
+                s.name
+            ));
+        }
+        bar.set_message(if planned > 1 {
+            format!("{} ({i}/{planned})", s.name)
         } else {
             s.name.clone()
         });
@@ -482,23 +496,56 @@ async fn runs_of(
             repeat: i,
             ..opts.clone()
         };
-        runs.push(run_one(s, &opts, Some(teardowns)).await);
-        bar.inc(1);
-    }
+        async move {
+            let source = run_one(s, &opts, Some(teardowns)).await;
+            bar.inc(1);
+            source
+        }
+    })
+    .await;
     let source = merge_repeats(runs);
+    let verdict = if source.not_run() {
+        "not-run"
+    } else if source.passed() {
+        "pass"
+    } else if source.flaky() {
+        "flaky"
+    } else {
+        "FAIL"
+    };
     bar.println(format!(
-        "{:<40} {} ({:.1} s)",
-        source.name,
-        if source.not_run() {
-            "not-run"
-        } else if source.passed() {
-            "pass"
-        } else {
-            "FAIL"
-        },
-        source.seconds
+        "{:<40} {verdict} ({:.1} s)",
+        source.name, source.seconds
     ));
     source
+}
+
+/// The sources of `run(i, planned)` for `i` from 1 to `repeat`, and to `repeat` + [`RERUNS`]
+/// when those failed on near misses alone ([`near_misses_only`]); `planned` is how many runs
+/// are planned when run `i` starts.
+pub async fn repeated<F, Fut>(repeat: usize, mut run: F) -> Vec<Source>
+where
+    F: FnMut(usize, usize) -> Fut,
+    Fut: Future<Output = Source>,
+{
+    let mut runs = Vec::with_capacity(repeat);
+    let mut planned = repeat;
+    let mut i = 0;
+    while i < planned {
+        i += 1;
+        runs.push(run(i, planned).await);
+        if i == repeat && near_misses_only(&runs) {
+            planned += RERUNS;
+        }
+    }
+    runs
+}
+
+/// Whether some run failed a check on near misses and no run failed any check otherwise.
+fn near_misses_only(runs: &[Source]) -> bool {
+    let checks = || runs.iter().flat_map(|r| r.checks.iter());
+    checks().any(Check::near_miss)
+        && checks().all(|c| c.verdict != Verdict::Invalid || c.near_miss())
 }
 
 /// The source of a scenario run that could not complete (it failed to start, or its task
@@ -557,7 +604,9 @@ fn not_run(s: &Scenario, need: Need, why: String) -> Source {
 
 /// Folds the repeated runs of one scenario into one source: a check holds only if it held in
 /// every run (the first failing run's message is kept, with its run number), and each figure
-/// becomes `median …, max … (of N)` over the runs.
+/// becomes `median …, max … (of N)` over the runs. A check that failed on near misses in some
+/// runs and held in the others, and failed otherwise in none, is flaky: unknown, with every
+/// run's figure.
 pub fn merge_repeats(mut runs: Vec<Source>) -> Source {
     if runs.len() <= 1 {
         return runs.pop().expect("at least one run");
@@ -581,34 +630,79 @@ pub fn merge_repeats(mut runs: Vec<Source>) -> Source {
                 .enumerate()
                 .filter_map(|(i, r)| r.checks.iter().find(|c| &c.name == name).map(|c| (i, c)))
                 .collect();
-            let mut check = all[0].1.clone();
-            let failed = all.iter().find(|(_, c)| c.verdict == Verdict::Invalid);
-            let unknown = all.iter().find(|(_, c)| c.verdict == Verdict::Unknown);
-            if let Some((i, c)) = failed.or(unknown) {
-                check.verdict = c.verdict;
-                check.message = format!("run {} of {n}: {}", i + 1, c.message);
-            } else if all.len() < n {
-                check.verdict = Verdict::Invalid;
-                check.message = format!("missing from {} of {n} runs", n - all.len());
-            } else {
-                check.message = format!("held in all {n} runs; first: {}", check.message);
-            }
-            check.measures = worst_measures(&all);
-            check.figures = check
-                .figures
-                .keys()
-                .map(|k| {
-                    let values: Vec<&str> = all
-                        .iter()
-                        .filter_map(|(_, c)| c.figures.get(k).map(String::as_str))
-                        .collect();
-                    (k.clone(), summarise(&values))
-                })
-                .collect();
-            check
+            merge_check(&all, n)
         })
         .collect();
     merged
+}
+
+/// One check over the `n` runs that measured it (`all`, with their indices).
+fn merge_check(all: &[(usize, &Check)], n: usize) -> Check {
+    let mut check = all[0].1.clone();
+    let failed = all.iter().find(|(_, c)| c.verdict == Verdict::Invalid);
+    let decided = all
+        .iter()
+        .find(|(_, c)| c.verdict == Verdict::Invalid && !c.near_miss());
+    let unknown = all.iter().find(|(_, c)| c.verdict == Verdict::Unknown);
+    let held = || all.iter().filter(|(_, c)| c.verdict == Verdict::Valid);
+    check.measures = worst_measures(all);
+    if let (None, Some(_), Some(_)) = (decided, failed, held().next()) {
+        return flaky(check, all, n);
+    }
+    if let Some((i, c)) = failed.or(unknown) {
+        check.verdict = c.verdict;
+        check.message = format!("run {} of {n}: {}", i + 1, c.message);
+    } else if all.len() < n {
+        check.verdict = Verdict::Invalid;
+        check.message = format!("missing from {} of {n} runs", n - all.len());
+    } else {
+        check.message = format!("held in all {n} runs; first: {}", check.message);
+    }
+    check.figures = check
+        .figures
+        .keys()
+        .map(|k| {
+            let values: Vec<&str> = all
+                .iter()
+                .filter_map(|(_, c)| c.figures.get(k).map(String::as_str))
+                .collect();
+            (k.clone(), summarise(&values))
+        })
+        .collect();
+    check
+}
+
+/// `check` as flaky over `all`: unknown, every run's measures with its run number, and which
+/// runs missed (within their noise) and which held.
+fn flaky(mut check: Check, all: &[(usize, &Check)], n: usize) -> Check {
+    let runs = |near: bool| -> Vec<String> {
+        (all.iter())
+            .filter(|(_, c)| c.near_miss() == near)
+            .map(|(i, _)| (i + 1).to_string())
+            .collect()
+    };
+    let (missed, held) = (runs(true), runs(false));
+    let first = (all.iter())
+        .find(|(_, c)| c.near_miss())
+        .map(|(i, c)| (i + 1, &c.message));
+    let (k, message) = first.expect("a run that missed");
+    check.verdict = Verdict::Unknown;
+    check.flaky = true;
+    check.message = format!(
+        "flaky over {n} runs: a bound missed within the run's own noise in run(s) {}, held in \
+         run(s) {}; run {k}: {message}",
+        missed.join(", "),
+        held.join(", ")
+    );
+    check.measures = (all.iter())
+        .flat_map(|(i, c)| {
+            c.measures.iter().map(move |m| Measure {
+                run: Some(i + 1),
+                ..m.clone()
+            })
+        })
+        .collect();
+    check
 }
 
 /// Each figure held to a bound, at its worst over the runs (closest to or furthest past its

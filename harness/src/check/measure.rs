@@ -62,6 +62,21 @@ pub struct Measure {
     /// Which of several repeated runs measured it (1 for the first), once repeats are merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<usize>,
+    /// Whether the bound is one of liveness: how soon something the clause promises comes (a
+    /// takeover, a release, a call after a notification). Only such a bound, missed by less
+    /// than [`noise`](Self::noise), is a [near miss](Self::near_miss); never a safety bound
+    /// (an overlap, a row after its term, an event too early).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub liveness: bool,
+    /// The scheduling lateness the run itself measured around this figure, in `unit`: how
+    /// late the harness's own samplers ticked between the moment measured from and the bound
+    /// ([`crate::check::noise`]). Set on liveness bounds only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl Measure {
@@ -76,6 +91,8 @@ impl Measure {
             worse: Worse::Above,
             window: None,
             run: None,
+            liveness: false,
+            noise: 0.0,
         }
     }
 
@@ -97,6 +114,25 @@ impl Measure {
     pub fn with_window(mut self, window: Window) -> Self {
         self.window = Some(window);
         self
+    }
+
+    /// The same, as a bound of liveness (see [`liveness`](Self::liveness)).
+    pub fn of_liveness(mut self) -> Self {
+        self.liveness = true;
+        self
+    }
+
+    /// Whether the value broke a liveness bound by no more than the noise the run measured:
+    /// the run cannot tell such a miss from its own lateness, so it decides nothing by itself
+    /// (the scenario runs again: `harness run`'s re-runs). An event that never came, a lower
+    /// bound and a safety bound are never near misses.
+    pub fn near_miss(&self) -> bool {
+        match (self.value, self.worse) {
+            (Some(v), Worse::Above) if self.liveness && !self.held() => {
+                v <= self.bound + self.slack + self.noise
+            }
+            _ => false,
+        }
     }
 
     /// How far the value stays inside its bound, as a fraction of the bound (of 1 for bounds
@@ -159,7 +195,13 @@ impl fmt::Display for Measure {
             None => write!(f, "{}: never", self.what)?,
         }
         write!(f, ", bound {}", self.bound_text())?;
-        if !self.held() {
+        if self.near_miss() {
+            write!(
+                f,
+                " (broken, within the run's {} noise)",
+                self.unit.format(self.noise)
+            )?;
+        } else if !self.held() {
             f.write_str(" (broken)")?;
         } else if self.margin() < 0.0 {
             write!(f, " (within {} slack)", self.unit.format(self.slack))?;

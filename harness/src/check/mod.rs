@@ -21,6 +21,7 @@ pub mod expect;
 pub mod history;
 pub mod leadership;
 pub mod measure;
+pub mod noise;
 pub mod outside;
 mod overlap;
 pub mod probes;
@@ -74,6 +75,12 @@ pub struct Check {
     /// the one whose observations it needs (its verdict is then unknown): that level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub needs: Option<Need>,
+    /// Set when runs of one scenario disagreed on it only by near misses ([`Check::near_miss`]):
+    /// it failed within the run's own noise in some and held in others. Its verdict is then
+    /// unknown, its clause flaky (undecided, never a pass), and its measures list each run's
+    /// figure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flaky: bool,
 }
 
 /// One line: `name [clauses] Verdict: message`, as a failing test or run prints it.
@@ -95,6 +102,7 @@ impl Check {
             message,
             measures: Vec::new(),
             needs: None,
+            flaky: false,
         }
     }
 
@@ -113,6 +121,15 @@ impl Check {
     /// The same, with a figure held to a bound.
     pub fn measure(self, m: Measure) -> Self {
         self.with_measures([m])
+    }
+
+    /// Whether it failed on near misses alone: a liveness bound missed by less than the noise
+    /// the run measured ([`Measure::near_miss`]), and nothing else broken. Such a failure is
+    /// not decided by this run; any other, safety above all, is.
+    pub fn near_miss(&self) -> bool {
+        self.verdict == Verdict::Invalid
+            && self.measures.iter().any(Measure::near_miss)
+            && (self.measures.iter()).all(|m| m.held() || m.near_miss())
     }
 
     /// The same, with these figures held to their bounds.
@@ -277,6 +294,7 @@ pub fn scenario(
             message: step_errors.join("; "),
             measures: Vec::new(),
             needs: None,
+            flaky: false,
         });
     }
     // What the replicas said on the wire, read once for every check that reads it.
@@ -305,6 +323,7 @@ pub fn scenario(
             expect::decide_at(ex, facts, &model, level),
         )
     }));
+    noise::annotate(&mut checks, facts.entries, &facts.bounds);
     checks
 }
 

@@ -142,13 +142,21 @@ fn failing(r: &Report) -> String {
         })
         .collect();
     let not_run = ClauseRow::ids(&r.clauses, ClauseVerdict::NotRun);
-    let not_run = match not_run.is_empty() {
+    let mut not_run = match not_run.is_empty() {
         true => String::new(),
         false => format!(
             "<p class=\"muted\">Not run (no scenario or test decides them): {}.</p>\n",
             esc(&not_run.join(", "))
         ),
     };
+    let flaky = ClauseRow::ids(&r.clauses, ClauseVerdict::Flaky);
+    if !flaky.is_empty() {
+        not_run.push_str(&format!(
+            "<p><b>Flaky</b> (undecided: runs disagreed by a bound missed within their own \
+             noise; every run's figure is in report.md): {}.</p>\n",
+            esc(&flaky.join(", "))
+        ));
+    }
     if rows.is_empty() {
         return not_run;
     }

@@ -14,6 +14,7 @@ impl Report {
              [report.html](report.html).\n\n",
         );
         md.push_str(&self.failing_md());
+        md.push_str(&self.flaky_md());
         md.push_str(&self.not_run_md());
         md.push_str(&self.clause_table_md());
         md.push_str("\n## Scenarios and suites\n\n");
@@ -27,9 +28,13 @@ impl Report {
     pub fn headline(&self) -> String {
         let (p, f, n) = self.counts();
         let failing = self.sources.iter().filter(|s| !s.passed()).count();
+        let flaky = match self.flaky() {
+            0 => String::new(),
+            k => format!("{k} flaky, "),
+        };
         format!(
-            "**{}**: {p} of {} clauses pass, {f} fail, {n} not run · {} scenarios and suites, \
-             {failing} failing · T = {} ms · seed {} · {:.0} s",
+            "**{}**: {p} of {} clauses pass, {flaky}{f} fail, {n} not run · {} scenarios and \
+             suites, {failing} failing · T = {} ms · seed {} · {:.0} s",
             if self.failed() { "FAIL" } else { "PASS" },
             self.clauses.len(),
             self.sources.len(),
@@ -49,6 +54,40 @@ impl Report {
         let mut md = String::from("## Failing clauses\n\n");
         for c in failing {
             md.push_str(&format!("- **{}**: {}\n", c.id, escape(&deciding_md(c))));
+        }
+        md.push('\n');
+        md
+    }
+
+    /// Each flaky check: which runs missed within their own noise and which held, and every
+    /// run's figure with its evidence folder.
+    fn flaky_md(&self) -> String {
+        let flaky: Vec<(&Source, &Check)> = (self.sources.iter())
+            .flat_map(|s| s.checks.iter().filter(|c| c.flaky).map(move |c| (s, c)))
+            .collect();
+        if flaky.is_empty() {
+            return String::new();
+        }
+        let mut md = String::from(
+            "## Flaky clauses\n\nUndecided, not passed: runs of the scenario disagreed by a \
+             liveness bound missed within the scheduling noise each run measured of itself \
+             (`harness run` runs such a scenario again; a safety failure is never run again).\n\n",
+        );
+        for (s, c) in flaky {
+            md.push_str(&format!(
+                "- **{}** in {}: {}\n",
+                c.clauses.join(", "),
+                s.name,
+                escape(&c.message)
+            ));
+            for m in &c.measures {
+                let run = m.run.unwrap_or(1);
+                let folder = super::evidence::Evidence::folder(&s.name, run);
+                md.push_str(&format!(
+                    "  - {} ([folder]({folder}/))\n",
+                    escape(&m.to_string())
+                ));
+            }
         }
         md.push('\n');
         md

@@ -32,6 +32,10 @@ pub enum ClauseVerdict {
     Fail,
     /// No check decided it: a gap, not a pass.
     NotRun,
+    /// No check failed it, and runs of a scenario disagreed on it by near misses alone: a
+    /// liveness bound missed within the run's own noise in some, held in others
+    /// ([`Check::flaky`]). Undecided, never a pass.
+    Flaky,
 }
 
 impl ClauseVerdict {
@@ -41,6 +45,7 @@ impl ClauseVerdict {
             ClauseVerdict::Pass => "pass",
             ClauseVerdict::Fail => "fail",
             ClauseVerdict::NotRun => "not-run",
+            ClauseVerdict::Flaky => "flaky",
         }
     }
 }
@@ -135,6 +140,14 @@ impl Source {
         (self.checks.iter()).all(|c| c.verdict == Verdict::Valid || c.needs.is_some())
     }
 
+    /// Whether it did not pass only for checks its runs disagreed on by near misses
+    /// ([`Check::flaky`]).
+    pub fn flaky(&self) -> bool {
+        (self.checks.iter()).any(|c| c.flaky)
+            && (self.checks.iter())
+                .all(|c| c.flaky || c.verdict == Verdict::Valid || c.needs.is_some())
+    }
+
     /// Whether none of its checks ran, for what the replica program lacks.
     pub fn not_run(&self) -> bool {
         !self.checks.is_empty() && self.checks.iter().all(|c| c.needs.is_some())
@@ -198,12 +211,24 @@ impl Report {
         )
     }
 
-    /// The one-line summary, e.g. `47 passed, 0 failed, 3 not-run (50 clauses) …`.
+    /// How many clauses are flaky ([`ClauseVerdict::Flaky`]).
+    pub fn flaky(&self) -> usize {
+        (self.clauses.iter())
+            .filter(|c| c.verdict == ClauseVerdict::Flaky)
+            .count()
+    }
+
+    /// The one-line summary, e.g. `47 passed, 0 failed, 3 not-run (50 clauses) …`, with
+    /// `1 flaky, ` before the failed count when a clause is.
     pub fn summary_line(&self) -> String {
         let (p, f, n) = self.counts();
+        let flaky = match self.flaky() {
+            0 => String::new(),
+            k => format!("{k} flaky, "),
+        };
         let scen_failed = self.sources.iter().filter(|s| !s.passed()).count();
         format!(
-            "{p} passed, {f} failed, {n} not-run ({} clauses); {} scenario(s)/suite(s), {scen_failed} failing; T = {} ms, seed {}, {:.0} s",
+            "{p} passed, {flaky}{f} failed, {n} not-run ({} clauses); {} scenario(s)/suite(s), {scen_failed} failing; T = {} ms, seed {}, {:.0} s",
             self.clauses.len(),
             self.sources.len(),
             self.t_ms,
@@ -272,6 +297,11 @@ impl Report {
                     st.set_message(c.notes.join("; "));
                     st
                 }
+                ClauseVerdict::Flaky => {
+                    let mut st = TestCaseStatus::skipped();
+                    st.set_message(format!("flaky: {}", c.notes.join("; ")));
+                    st
+                }
                 ClauseVerdict::NotRun => {
                     let mut st = TestCaseStatus::skipped();
                     st.set_message(c.needs.map_or_else(
@@ -313,6 +343,8 @@ fn clause_row(clause: clauses::Clause, found: &[(&Source, &Check)]) -> ClauseRow
         .collect();
     let verdict = if !failed.is_empty() {
         ClauseVerdict::Fail
+    } else if found.iter().any(|(_, c)| c.flaky) {
+        ClauseVerdict::Flaky
     } else if decided.is_empty() {
         ClauseVerdict::NotRun
     } else {
@@ -412,6 +444,7 @@ mod tests {
             message: "m".into(),
             measures: Vec::new(),
             needs: None,
+            flaky: false,
         }
     }
 

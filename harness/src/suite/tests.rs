@@ -110,6 +110,7 @@ fn source(figure: &str, verdict: Verdict) -> Source {
             message: "ok".into(),
             measures: Vec::new(),
             needs: None,
+            flaky: false,
         }],
         evidence: None,
     }
@@ -208,4 +209,113 @@ fn the_transaction_pooler_scenarios_run_alone() {
     for name in ["steady-election", "leader-partition", "pgbouncer-session"] {
         assert!(!alone.contains(&name), "{name} runs beside others");
     }
+}
+
+/// A source whose release was held to 1T + 0.25T slack and came at `value` T, with `noise` T
+/// of the run's own lateness around it; and, with `overlap`, a DEM-3 overlap of that many T
+/// against 2T (a safety bound).
+fn released(value: f64, noise: f64, overlap: Option<f64>) -> Source {
+    let m = Measure {
+        noise,
+        ..Measure::at_most("released after stop".into(), Some(value), 1.0, Unit::T)
+            .with_slack(0.25)
+            .of_liveness()
+    };
+    let verdict = if m.held() {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    let mut checks =
+        vec![Check::new("released", &["X-WAKE"], verdict, format!("{value}T")).measure(m)];
+    if let Some(o) = overlap {
+        let m = Measure::at_most("overlap".into(), Some(o), 2.0, Unit::T);
+        let verdict = if m.held() {
+            Verdict::Valid
+        } else {
+            Verdict::Invalid
+        };
+        checks.push(Check::new("overlap", &["DEM-3"], verdict, format!("{o}T")).measure(m));
+    }
+    Source {
+        name: "graceful".into(),
+        seconds: 1.0,
+        checks,
+        evidence: None,
+    }
+}
+
+/// Runs `repeated` over `plan` (one source per run, in order) and says how many ran.
+async fn played(repeat: usize, plan: Vec<Source>) -> Vec<Source> {
+    let mut plan = plan.into_iter();
+    repeated(repeat, |_, _| {
+        let next = plan.next().expect("no more runs planned than given");
+        async move { next }
+    })
+    .await
+}
+
+/// A liveness bound missed within the run's own noise runs the scenario [`RERUNS`] more
+/// times; held in some of them, the clause is flaky (undecided, with every run's figure and
+/// no pass); missed in all, it fails. A miss past the noise, or any safety failure beside a
+/// near miss, is decided by its run: nothing runs again.
+#[tokio::test]
+async fn a_near_miss_runs_again_and_is_flaky_never_a_silent_pass() {
+    assert_eq!(RERUNS, 2);
+    // 1.3T against 1T + 0.25T slack, with 0.1T of noise: a near miss.
+    let near = || released(1.3, 0.1, None);
+    assert!(near().checks[0].near_miss());
+    let runs = played(
+        1,
+        vec![near(), released(0.9, 0.0, None), released(1.1, 0.0, None)],
+    )
+    .await;
+    assert_eq!(runs.len(), 3);
+    let merged = merge_repeats(runs);
+    let c = &merged.checks[0];
+    assert!(c.flaky && c.verdict == Verdict::Unknown, "{c}");
+    assert!(
+        c.message.contains("run(s) 1, held in run(s) 2, 3"),
+        "{}",
+        c.message
+    );
+    let figures: Vec<(Option<f64>, Option<usize>)> =
+        c.measures.iter().map(|m| (m.value, m.run)).collect();
+    assert_eq!(
+        figures,
+        [
+            (Some(1.3), Some(1)),
+            (Some(0.9), Some(2)),
+            (Some(1.1), Some(3))
+        ]
+    );
+    assert!(merged.flaky() && !merged.passed());
+    let report = Report::new(200, 1, 3.0, vec![merged]);
+    let row = report.clauses.iter().find(|r| r.id == "X-WAKE").unwrap();
+    assert_eq!(row.verdict, ClauseVerdict::Flaky);
+    assert!(!report.failed(), "flaky is undecided, not a failure");
+    assert!(
+        report.summary_line().contains("1 flaky, 0 failed"),
+        "{}",
+        report.summary_line()
+    );
+    assert!(report.markdown().contains("## Flaky clauses"));
+
+    // Missed within the noise every time: a failure.
+    let all_near = merge_repeats(played(1, vec![near(), near(), near()]).await);
+    assert_eq!(all_near.checks[0].verdict, Verdict::Invalid);
+    assert!(!all_near.checks[0].flaky);
+
+    // Past the noise: one run, failed.
+    let far = played(1, vec![released(1.5, 0.1, None)]).await;
+    assert_eq!(far.len(), 1);
+    // A near miss beside an overlap past DEM-3: one run, failed; never run away.
+    let unsafe_run = played(1, vec![released(1.3, 0.1, Some(2.4))]).await;
+    assert_eq!(unsafe_run.len(), 1);
+    let report = Report::new(200, 1, 1.0, unsafe_run);
+    assert!(report.failed());
+    // Repeats first, then the re-runs: `--repeat 2` with a near miss in run 2 runs 4.
+    let runs = played(2, vec![released(0.9, 0.0, None), near(), near(), near()]).await;
+    assert_eq!(runs.len(), 4);
+    assert!(merge_repeats(runs).checks[0].flaky);
 }

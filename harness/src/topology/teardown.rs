@@ -1,12 +1,12 @@
 //! Removals of finished topologies that a run of many scenarios lets go on in the background.
 //!
-//! Removing a scenario's containers takes about 0.9 s here (most of it Docker stopping the
-//! network's port proxies) and little CPU (0.16 core-seconds for PostgreSQL's container,
-//! measured on 2026-12-07). `harness run` queues each scenario's removal on a [`Teardowns`]
-//! instead of waiting for it, and the next scenario's topology waits for the queue while its own
-//! containers start ([`TopologyConfig::after`](super::TopologyConfig::after)): a removal never
-//! overlaps a scenario's replicas, and the run waits for every removal before it ends
-//! ([`Teardowns::finish`]).
+//! Removing a scenario's containers takes about 0.9 s here and little CPU (0.16 core-seconds for
+//! PostgreSQL's container, measured on 2026-12-07). `harness run` queues each scenario's removal
+//! on a [`Teardowns`] instead of waiting for it, and the next scenario's topology waits for the
+//! queue while its own containers start ([`TopologyConfig::after`](super::TopologyConfig::after)):
+//! one scenario at a time (the main job's way), a removal never overlaps a scenario's replicas;
+//! with `--jobs 2` the queue is shared, so a removal may run beside the other lane's replicas.
+//! The run waits for every removal before it ends ([`Teardowns::finish`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -402,6 +402,7 @@ fn check(name: String, verdict: Verdict, message: String) -> Check {
         message,
         measures: Vec::new(),
         needs: None,
+        flaky: false,
     }
 }
 

@@ -287,8 +287,9 @@ fn events_are_measured_from_the_named_step() {
     };
     let want = Measure::at_most("demoted after cut".into(), Some(1.5), 2.0, Unit::T)
         .with_slack(0.2)
-        .with_window(window);
-    assert_eq!(c.measures, [want], "the delay against `within`, typed");
+        .with_window(window)
+        .of_liveness();
+    assert_eq!(c.measures, [want], "the delay against `within`, typed, a liveness bound");
     let c = decide(&demoted("1T", Who::Named("cut".into()), false), &f);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     let c = decide(&demoted("2T", Who::Other, false), &f);

@@ -153,7 +153,7 @@ impl Delay<'_> {
         let slack = t_of(self.b.slack.as_secs_f64() * 1000.0, self.b.t);
         let error = t_of(self.error_ms, self.b.t);
         let upper = within.map(|w| match absent {
-            false => self.measure(Measure::at_most, w).with_slack(slack + error),
+            false => (self.measure(Measure::at_most, w).with_slack(slack + error)).of_liveness(),
             true => self.measure(Measure::at_least, w).with_slack(-slack),
         });
         let lower = not_before.map(|nb| self.measure(Measure::at_least, nb).with_slack(slack));
