@@ -44,7 +44,7 @@ impl Default for PgOptions {
     }
 }
 
-pub use facts::pg::{data_volume, PGDATA};
+pub use facts::pg::{data_in_memory, data_volume, PGDATA};
 
 /// The ordinary application role the tests' electors connect as ([`Pg::url`], [`Pg::pool`],
 /// [`Pg::url_via`]): a login role that is not a superuser and owns nothing, with `CONNECT` and
@@ -100,7 +100,8 @@ impl Pg {
             .with_name(&image.name)
             .with_tag(&image.tag)
             .with_label("org.elector.test", options.label)
-            .with_host_config_modifier(data_volume);
+            // No test starts a stopped server again: the cluster may live in memory.
+            .with_host_config_modifier(data_in_memory);
         if options.trust {
             request = request.with_env_var("POSTGRES_HOST_AUTH_METHOD", "trust");
         }

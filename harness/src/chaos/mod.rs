@@ -346,7 +346,8 @@ pub async fn run_seed(p: &schedule::Params, opts: &RunOptions) -> anyhow::Result
     let run_id = format!("chaos-{}-{}", p.seed, random_run_id());
     let topology = TopologyConfig {
         run_id: Some(run_id.clone()),
-        ..TopologyConfig::docker().images(opts.images.clone())
+        ..(TopologyConfig::docker().images(opts.images.clone()))
+            .data_in_memory(!scenario.stops_server())
     };
     let mut session = Session::start(&scenario, opts, topology).await?;
     let file = write_schedule(&scenario, &opts.out.join(session.evidence()))?;

@@ -17,8 +17,9 @@ use crate::timeline::{Entry, What};
 /// while pg_locks showed the replica's same lock session held at every sample between (an
 /// HTTP server too busy to answer in time, whose elector went on leading), leave the span
 /// open; otherwise the 1 after them opens a new span. A span still open when sampling stopped
-/// has no end: after the run the harness stops the replicas, the leader last, and nobody
-/// reports when its term ended (at level 3 its `released` event does).
+/// has no end, nor has one whose last samples went unanswered while pg_locks showed its lock
+/// session held at every sample since: after the run the harness stops the replicas, the leader
+/// last, and nobody reports when its term ended (at level 3 its `released` event does).
 pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, f64)>> {
     let early = ms_of(b.sample);
     let mut open: BTreeMap<String, f64> = BTreeMap::new();
@@ -83,8 +84,12 @@ pub fn gauge_spans(entries: &[Entry], b: &Bounds) -> BTreeMap<String, Vec<(f64, 
             }
         }
     }
-    for (r, (since, _)) in unanswered {
-        close(&mut open, &r, since);
+    // Unanswered when sampling stopped: ended at the first unanswered sample, unless pg_locks
+    // showed its lock session held at every sample since (then it is still open, as above).
+    for (r, (since, held)) in unanswered {
+        if held.is_none() {
+            close(&mut open, &r, since);
+        }
     }
     for (r, s) in open {
         spans.entry(r).or_default().push((s, f64::INFINITY));

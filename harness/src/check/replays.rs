@@ -127,3 +127,32 @@ fn moving_lock_a_close_after_the_unlock_is_a_release() {
     );
     assert_eq!(check.verdict, Verdict::Valid, "{check}");
 }
+
+/// `gallery::case_19_no_exit` (2026-12-07, images and builds on a fresh machine, two server
+/// tests at once): the flaw releases at SIGTERM and stays up, so the harness stops the other
+/// two replicas first, 5 s each, while the leader r1 goes on writing. Its Python HTTP server
+/// answered no gauge request from 2353 ms until sampling stopped at 2481 ms, while every
+/// pg_locks sample showed its lock session (pid 37) held: the open span was closed at the
+/// first unanswered sample, and its 50 rows of the stop read as written outside its terms
+/// (LOOP-1, beside the flaw's own RUN-6). A span left unanswered while its lock session stays
+/// held stays open, at the end of sampling as in its middle.
+#[test]
+fn no_exit_a_leader_unanswered_when_sampling_stopped_still_leads() {
+    let name = "no-exit-gauge-unanswered-at-stop";
+    let entries = entries(name);
+    let path = folder(name).join("work.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let rows: Vec<WorkRow> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let end_ms = entries.last().map_or(0.0, |e| e.t_ms);
+    let model = WireModel::of(&entries);
+    let c = work_only_from_leader_at(
+        &entries,
+        &model,
+        &rows,
+        end_ms,
+        &bounds(),
+        &BTreeSet::new(),
+        Level::Work,
+    );
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+}

@@ -149,6 +149,22 @@ impl Scenario {
         }
     }
 
+    /// Whether a step stops the server (`restart-server`, `stop-server`): its data must then
+    /// survive a stop (a volume); otherwise it may live in memory
+    /// ([`TopologyConfig::data_in_memory`](crate::topology::TopologyConfig::data_in_memory)).
+    pub fn stops_server(&self) -> bool {
+        use crate::fault::Verb;
+        (self.steps.iter()).any(|s| {
+            matches!(
+                s,
+                Step::Fault {
+                    verb: Verb::RestartServer | Verb::StopServer,
+                    ..
+                }
+            )
+        })
+    }
+
     /// Whether it runs with no other scenario at once (`harness run --jobs`): one that must show
     /// a hazard (`invariants = false`) needs its replicas in step, and behind a transaction-mode
     /// pooler what a scenario shows depends on how its replicas' statements interleave; another

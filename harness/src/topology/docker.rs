@@ -57,6 +57,8 @@ pub struct DockerOptions {
     pub proxy_ports: u16,
     /// Extra `-c name=value` settings for PostgreSQL.
     pub postgres_settings: Vec<(String, String)>,
+    /// PostgreSQL's data on a tmpfs instead of a volume ([`facts::pg::data_in_memory`]).
+    pub data_in_memory: bool,
 }
 
 /// Per-service start-up times.
@@ -241,7 +243,10 @@ impl DockerServices {
                 .with_network(network)
                 .with_container_name(&postgres_name)
                 .with_labels(cleanup::labels(run, "postgres"))
-                .with_host_config_modifier(facts::pg::data_volume)
+                .with_host_config_modifier(match options.data_in_memory {
+                    true => facts::pg::data_in_memory,
+                    false => facts::pg::data_volume,
+                })
                 .with_startup_timeout(STARTUP_TIMEOUT);
             if !options.postgres_settings.is_empty() {
                 let mut cmd = vec!["-c".to_owned(), "fsync=off".to_owned()];

@@ -71,6 +71,8 @@ struct Inner {
     startup: StartupTimes,
     shut: AtomicBool,
     after: Option<Teardowns>,
+    /// The server's data is in memory (Docker backend only): a stop is refused.
+    data_in_memory: bool,
 }
 
 /// A running topology. Cheap to clone (a shared handle); the services go away with
@@ -117,6 +119,7 @@ async fn start_backend(
                     pgbouncers: config.pgbouncers.clone(),
                     proxy_ports: config.proxy_ports,
                     postgres_settings: config.postgres_settings.clone(),
+                    data_in_memory: config.data_in_memory,
                 },
             )
             .await?;
@@ -203,6 +206,7 @@ impl Topology {
                 startup,
                 shut: AtomicBool::new(false),
                 after: config.after.clone(),
+                data_in_memory: config.data_in_memory && config.backend == BackendKind::Docker,
             }),
         })
     }
@@ -421,9 +425,17 @@ impl Topology {
     /// Stops PostgreSQL (a fast shutdown). Its clients see their connections closed.
     ///
     /// # Errors
-    /// The backend refused.
+    /// The backend refused, or the topology keeps the server's data in memory
+    /// ([`TopologyConfig::data_in_memory`]), where a stop would lose it.
     pub async fn stop_server(&self) -> anyhow::Result<()> {
         self.check_live()?;
+        if self.inner.data_in_memory {
+            bail!(
+                "PostgreSQL's data is in memory in this topology (TopologyConfig::data_in_memory): \
+                 a stop would lose the cluster; start the topology with its data on a volume to \
+                 stop or restart the server"
+            );
+        }
         match &self.inner.backend {
             Backend::Docker(s) => s.stop_server().await,
             Backend::Local(s) => s.stop_server().await,

@@ -5,19 +5,19 @@ use std::time::Duration;
 use harness::topology::{ReplicaPath, Topology, TopologyConfig};
 use tokio::time::Instant;
 
-/// PostgreSQL + Toxiproxy + three replica proxies (`ELECTOR_STARTUP_ROUNDS` times, default
-/// once: set it to 2 or more to compare a cold start with warm ones).
+/// PostgreSQL + Toxiproxy + three replica proxies, PostgreSQL's data on a volume and in
+/// memory (`ELECTOR_STARTUP_ROUNDS` times each, default once: set it to 2 or more to compare a
+/// cold start with warm ones).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_toxiproxy_and_three_proxies_start_quickly() {
     let rounds: usize = std::env::var("ELECTOR_STARTUP_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    for attempt in 1..=rounds {
+    for (attempt, in_memory) in (1..=rounds).flat_map(|i| [(i, false), (i, true)]) {
         let clock = Instant::now();
-        let topology = Topology::start(TopologyConfig::docker())
-            .await
-            .expect("topology");
+        let config = TopologyConfig::docker().data_in_memory(in_memory);
+        let topology = Topology::start(config).await.expect("topology");
         let wanted: Vec<(String, ReplicaPath)> = (1..=3)
             .map(|i| (format!("r{i}"), ReplicaPath::Direct))
             .collect();
@@ -27,7 +27,12 @@ async fn postgres_toxiproxy_and_three_proxies_start_quickly() {
         topology.shutdown().await;
         let down = clock.elapsed();
         eprintln!(
-            "start-up (round {attempt}): {:.2} s with 3 proxies [{}]; shutdown {:.2} s",
+            "start-up (round {attempt}, data {}): {:.2} s with 3 proxies [{}]; shutdown {:.2} s",
+            if in_memory {
+                "in memory"
+            } else {
+                "on a volume"
+            },
             up.as_secs_f64(),
             topology.startup(),
             down.as_secs_f64()

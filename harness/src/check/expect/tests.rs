@@ -289,7 +289,11 @@ fn events_are_measured_from_the_named_step() {
         .with_slack(0.2)
         .with_window(window)
         .of_liveness();
-    assert_eq!(c.measures, [want], "the delay against `within`, typed, a liveness bound");
+    assert_eq!(
+        c.measures,
+        [want],
+        "the delay against `within`, typed, a liveness bound"
+    );
     let c = decide(&demoted("1T", Who::Named("cut".into()), false), &f);
     assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     let c = decide(&demoted("2T", Who::Other, false), &f);

@@ -97,7 +97,9 @@ pub async fn run_after(
     opts: &RunOptions,
     teardowns: Option<&Teardowns>,
 ) -> anyhow::Result<Outcome> {
-    let mut topology = TopologyConfig::docker().images(opts.images.clone());
+    let mut topology = TopologyConfig::docker()
+        .images(opts.images.clone())
+        .data_in_memory(!scenario.stops_server());
     if let Some(queue) = teardowns {
         topology = topology.after(queue.clone());
     }
