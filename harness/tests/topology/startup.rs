@@ -43,3 +43,29 @@ async fn postgres_toxiproxy_and_three_proxies_start_quickly() {
         );
     }
 }
+
+/// A topology that keeps PostgreSQL's data in memory refuses to stop the server, saying why
+/// (a stop would lose the cluster): the server keeps running and answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_data_is_in_memory_is_not_stopped() {
+    let topology = Topology::start(TopologyConfig::docker().data_in_memory(true))
+        .await
+        .expect("topology");
+    let refused = topology.stop_server().await.expect_err("a stop is refused");
+    assert!(
+        refused.to_string().contains("data is in memory"),
+        "{refused:#}"
+    );
+    let restart = topology.restart_server().await.expect_err("a restart too");
+    assert!(
+        restart.to_string().contains("data_in_memory"),
+        "{restart:#}"
+    );
+    let observer = harness::topology::Observer::new(&topology);
+    let rows = observer
+        .query("SELECT 1", &[])
+        .await
+        .expect("the server still answers");
+    assert_eq!(rows.len(), 1);
+    topology.shutdown().await;
+}
