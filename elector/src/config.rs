@@ -24,11 +24,27 @@ pub const PRE14_IDLE_INTERVALS: u32 = 3;
 /// Plain configuration data for [`Elector::new`](crate::Elector::new).
 ///
 /// CFG-1: the spec's `ErrNilPool` cannot happen here: `pool` is not optional, so a `Config`
-/// without a pool does not compile.
+/// without a pool does not compile (E0063, a missing field), nor does one whose pool is `None`
+/// (E0308, mismatched types). Each example names every other field, so it fails for the pool
+/// alone; `elector/typecheck` runs the two as the test that decides CFG-1.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0063
 /// // CFG-1: there is no way to leave the pool out.
 /// let cfg = elector::Config {
+///     check_interval: std::time::Duration::ZERO,
+///     registry: None,
+///     verify_lock: false,
+///     detect_shared_session: true,
+///     identity: None,
+///     fencing: false,
+///     wake: false,
+/// };
+/// ```
+///
+/// ```compile_fail,E0308
+/// // CFG-1: the pool is not optional either: `None` is not a pool.
+/// let cfg = elector::Config {
+///     pool: None,
 ///     check_interval: std::time::Duration::ZERO,
 ///     registry: None,
 ///     verify_lock: false,

@@ -1,5 +1,6 @@
 //! Config (CFG-2): the intervals an elector refuses. CFG-1 (a Config without a pool does not
-//! compile) is decided in `elector/typecheck`, whose trybuild case builds only the elector.
+//! compile) is decided in `elector/typecheck`, whose cases are examples that `cargo check`
+//! must refuse.
 
 /// ORPH-1, CFG-2 (review: the bound could be 0 or out of range): an interval whose 4·T rounds
 /// to 0 ms (which would turn `idle_session_timeout` off) or exceeds the setting's range
