@@ -30,7 +30,7 @@ class Settings:
     REPLICA_SHARED_SESSION_GUARD=0 (POOL-1's guard off, for the pooler's hazard) and
     REPLICA_FENCE=1 (X-FENCE: each term draws a token; leader-only work writes a fenced twin) and
     REPLICA_VERIFY_LOCK=1 (X-VERIFY: the leader's check also asks pg_locks whether its session
-    still holds the lock)."""
+    still holds the lock); and REPLICA_LOG_FORMAT (plain, logfmt, json or pino: see logger)."""
 
     def __init__(self):
         self.dsn = os.environ.get("PLEXSPHERE_DSN") or None
@@ -48,14 +48,55 @@ class Settings:
                                                                               "yes")
 
 
+class _Formatter(logging.Formatter):
+    """A line in one of the formats services log in (REPLICA_LOG_FORMAT), as the harness must
+    read them all (docs/replica-contract.md, log levels): `plain` (the default: `<time> <LEVEL>
+    <name>: <message>`, WARNING written WARN as the spec writes it), `logfmt` (as Go's logrus:
+    `level=warning`), `json` (as Go's zap: `"level":"warn"`) and `pino` (as Node's pino:
+    `"level":40`)."""
+
+    LOGRUS = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning",
+              logging.ERROR: "error", logging.CRITICAL: "fatal"}
+    ZAP = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn",
+           logging.ERROR: "error", logging.CRITICAL: "fatal"}
+    PINO = {logging.DEBUG: 20, logging.INFO: 30, logging.WARNING: 40, logging.ERROR: 50,
+            logging.CRITICAL: 60}
+
+    def __init__(self, name, style):
+        super().__init__()
+        self.name, self.style = name, style
+
+    def format(self, record):
+        message = f"{self.name}: {record.getMessage()}"
+        if record.exc_info:
+            message += "\n" + self.formatException(record.exc_info)
+        when = self.formatTime(record)
+        if self.style == "logfmt":
+            level = self.LOGRUS.get(record.levelno, "info")
+            return f"time={json.dumps(when)} level={level} msg={json.dumps(message)}"
+        if self.style == "json":
+            return json.dumps({"level": self.ZAP.get(record.levelno, "info"), "ts": record.created,
+                               "logger": self.name, "msg": message})
+        if self.style == "pino":
+            return json.dumps({"level": self.PINO.get(record.levelno, 30),
+                               "time": int(record.created * 1000), "name": self.name,
+                               "msg": message})
+        level = "WARN" if record.levelno == logging.WARNING else record.levelname
+        return f"{when} {level} {message}"
+
+
+LOG_FORMATS = ("plain", "logfmt", "json", "pino")
+
+
 def logger(name):
-    """Lines on stderr as `<level> <message>`, WARNING written WARN as the spec writes it."""
-    logging.addLevelName(logging.WARNING, "WARN")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s " + name + ": %(message)s",
-    )
+    """Lines on stderr in the format REPLICA_LOG_FORMAT names (`plain` by default; see
+    _Formatter)."""
+    style = os.environ.get("REPLICA_LOG_FORMAT", "plain")
+    if style not in LOG_FORMATS:
+        sys.exit(f"REPLICA_LOG_FORMAT={style!r}: expected one of {', '.join(LOG_FORMATS)}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(name, style))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     return logging.getLogger(name)
 
 

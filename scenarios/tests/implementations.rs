@@ -221,6 +221,39 @@ async fn a_program_with_a_feature_passes_its_clause_from_outside(
     }
 }
 
+/// The Python replica logging as Go's logrus (`level=warning`), Go's zap (`"level":"warn"`) or
+/// Node's pino (`"level":40`) instead of `WARN`: its WARN lines are read as WARN lines, so the
+/// clauses the spec's log lines decide (RUN-4, DEM-1, CFG-3) pass on the scenarios whose
+/// expectations read them, and no clause fails.
+#[rstest::rstest]
+#[case::logfmt("logfmt")]
+#[case::json("json")]
+#[case::pino("pino")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warn_line_in_each_listed_format_is_read_at_its_level(#[case] format: &str) {
+    let script = repo().join("replicas/python/replica.py");
+    let template = format!(
+        "env REPLICA_LOG_FORMAT={format} python3 {}",
+        script.display()
+    );
+    let program = Program::External(Command::parse(&template, Level::Work).expect("a template"));
+    let scenarios = ["backend-kill", "server-restart"];
+    let (report, verdicts) = report_on(&format!("python-{format}"), program, &scenarios).await;
+    assert!(
+        with(&verdicts, ClauseVerdict::Fail).is_empty(),
+        "{format}: {}",
+        failures(&report)
+    );
+    for id in ["RUN-4", "DEM-1", "CFG-3"] {
+        assert_eq!(
+            verdicts.get(id),
+            Some(&ClauseVerdict::Pass),
+            "{format}, {id}: {}",
+            failures(&report)
+        );
+    }
+}
+
 /// The naive replica fails the clauses its mistakes break, each named, and no other: every
 /// clause in [`NAIVE_FAILS`] fails on every run, a clause in [`NAIVE_MAY_FAIL`] on the runs
 /// where its mistake shows, and every other clause its level decides passes.

@@ -20,6 +20,7 @@ use wire::model::WireModel;
 pub mod expect;
 pub mod history;
 pub mod leadership;
+pub mod log_level;
 pub mod measure;
 pub mod noise;
 pub mod outside;

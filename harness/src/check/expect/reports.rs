@@ -3,6 +3,7 @@
 //! ([`Log`](super::Expect::Log)).
 
 use super::{check, ms, Facts, Origin, Who};
+use crate::check::log_level::LogLevel;
 use crate::check::{in_t, Check, Verdict};
 use crate::span::Span;
 use crate::timeline::What;
@@ -64,7 +65,7 @@ pub(super) fn log(
             if e.t_ms >= from.search_ms
                 && until_ms.is_none_or(|u| e.t_ms <= u)
                 && from.matches(who, facts.marks, replica)
-                && texts.iter().all(|t| line.contains(t)) =>
+                && texts.iter().all(|t| has(line, t)) =>
         {
             Some((e.t_ms, replica, line))
         }
@@ -95,5 +96,18 @@ pub(super) fn log(
             let message = format!("no such line{window} in {}", logs.join(", "));
             check(name, Verdict::Invalid, message)
         }
+    }
+}
+
+/// Whether `line` has `text`: a level in capitals (`WARN`, `ERROR`) asks for the line's level
+/// ([`LogLevel::of`]: `level=warning`, `"level":"warn"`, `"level":40` and the plain `WARN`
+/// alike), any other text for itself.
+fn has(line: &str, text: &str) -> bool {
+    let level = (text == text.to_uppercase())
+        .then(|| LogLevel::named(text))
+        .flatten();
+    match level {
+        Some(level) => LogLevel::of(line) == Some(level),
+        None => line.contains(text),
     }
 }

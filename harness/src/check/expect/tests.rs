@@ -684,3 +684,35 @@ fn fence_rejects_is_decided_only_when_a_pass_landed_late() {
     let landed = [row(950.0, None), row(950.0, Some(7))];
     assert_eq!(judge(&landed), Verdict::Invalid);
 }
+
+/// `log = ["WARN", ...]` asks for a line at WARN in whatever format the service logs (logrus's
+/// `level=warning`, zap's `"level":"warn"`, pino's `"level":40`), not for the word: a line at
+/// INFO whose message says WARN is no WARN line, and a text that is no level is a substring.
+#[test]
+fn a_level_in_a_log_expectation_is_the_line_s_level_in_any_format() {
+    let marks = Marks::new();
+    let logs = BTreeMap::new();
+    let ex = log_expectation(&["WARN", "lost"], Who::Any, None);
+    let verdict = |line: &str| {
+        let entries = [logged(10.0, "r1", line)];
+        decide(&ex, &facts(&entries, &marks, &logs)).verdict
+    };
+    for line in [
+        r#"time="2026-12-07T13:20:36Z" level=warning msg="background leader lost lock""#,
+        r#"{"level":"warn","ts":1796649636.307,"msg":"background leader lost lock"}"#,
+        r#"{"level":40,"time":1796649636307,"msg":"background leader lost lock"}"#,
+        "2026-12-07T13:20:36.307Z  WARN elector::run: background leader lost lock",
+    ] {
+        assert_eq!(verdict(line), Verdict::Valid, "{line}");
+    }
+    assert_eq!(
+        verdict("2026-12-07 13:20:36,307 INFO r1: WARN: lost lock"),
+        Verdict::Invalid,
+        "a line at INFO"
+    );
+    assert_eq!(
+        verdict(r#"{"level":"warn","msg":"background leader acquired"}"#),
+        Verdict::Invalid,
+        "at WARN, without the text"
+    );
+}
