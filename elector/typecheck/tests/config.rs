@@ -1,7 +1,8 @@
 //! Config (CFG-1) at the type level.
 //!
 //! Each case (`examples/*.rs`) is checked by cargo itself, in the workspace's own target
-//! directory, where the elector's dependencies are already checked or built: a few seconds.
+//! directory, where the elector's dependencies are already checked or built (16 s in a clean
+//! clone after the lints, under a second once its cases were checked there).
 //! (trybuild, used before, builds every case in a project and target directory of its own:
 //! all the elector's dependencies anew, 52 s of every core on the project's 2-core machine,
 //! while no other test could run.) The test asks for the compiler's own error, so a case that
