@@ -603,7 +603,8 @@ fn not_run(s: &Scenario, need: Need, why: String) -> Source {
 }
 
 /// Folds the repeated runs of one scenario into one source: a check holds only if it held in
-/// every run (the first failing run's message is kept, with its run number), and each figure
+/// every run that reported it (the first failing run's message is kept, with its run number; a
+/// run that did not report it decided nothing there), and each figure
 /// becomes `median …, max … (of N)` over the runs. A check that failed on near misses in some
 /// runs and held in the others, and failed otherwise in none, is flaky: unknown, with every
 /// run's figure.
@@ -653,8 +654,14 @@ fn merge_check(all: &[(usize, &Check)], n: usize) -> Check {
         check.verdict = c.verdict;
         check.message = format!("run {} of {n}: {}", i + 1, c.message);
     } else if all.len() < n {
-        check.verdict = Verdict::Invalid;
-        check.message = format!("missing from {} of {n} runs", n - all.len());
+        // A run that did not report it decided nothing there (a wire check with nothing to
+        // read): undecided in that run, not failed.
+        check.message = format!(
+            "held in the {} runs that decided it (not decided in {} of {n}); first: {}",
+            all.len(),
+            n - all.len(),
+            check.message
+        );
     } else {
         check.message = format!("held in all {n} runs; first: {}", check.message);
     }

@@ -319,3 +319,34 @@ async fn a_near_miss_runs_again_and_is_flaky_never_a_silent_pass() {
     assert_eq!(runs.len(), 4);
     assert!(merge_repeats(runs).checks[0].flaky);
 }
+
+/// A check one run did not report (it decided nothing there: a wire check with no standby
+/// check to read, say) is undecided in that run, not failed: merged, it holds when it held in
+/// every run that decided it, and says in how many it was not decided. Seen in `harness run
+/// --repeat 5` on 2026-12-07: `standby cadence` absent from 1 of 5 runs of `late-answers` and
+/// `rolling-upgrade` failed RUN-1 ("missing from 1 of 5 runs") while every run held.
+#[test]
+fn a_check_absent_from_a_run_is_undecided_there_not_failed() {
+    let without = Source {
+        checks: Vec::new(),
+        ..source("1.00T", Verdict::Valid)
+    };
+    let merged = merge_repeats(vec![
+        source("1.00T", Verdict::Valid),
+        without,
+        source("1.10T", Verdict::Valid),
+    ]);
+    let c = &merged.checks[0];
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+    assert!(c.message.contains("not decided in 1 of 3"), "{}", c.message);
+    assert!(merged.passed());
+    // Absent from every run but one that failed: failed.
+    let failed = merge_repeats(vec![
+        source("2.50T", Verdict::Invalid),
+        Source {
+            checks: Vec::new(),
+            ..source("1.00T", Verdict::Valid)
+        },
+    ]);
+    assert_eq!(failed.checks[0].verdict, Verdict::Invalid);
+}
