@@ -26,7 +26,8 @@ pub const PRE14_IDLE_INTERVALS: u32 = 3;
 /// CFG-1: the spec's `ErrNilPool` cannot happen here: `pool` is not optional, so a `Config`
 /// without a pool does not compile (E0063, a missing field), nor does one whose pool is `None`
 /// (E0308, mismatched types). Each example names every other field, so it fails for the pool
-/// alone; `elector/typecheck` runs the two as the test that decides CFG-1.
+/// alone. The test that decides CFG-1 is `elector/typecheck`'s: it checks the same two cases
+/// for the compiler's own error, which a doctest on stable Rust does not check.
 ///
 /// ```compile_fail,E0063
 /// // CFG-1: there is no way to leave the pool out.

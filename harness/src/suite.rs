@@ -645,11 +645,11 @@ fn merge_check(all: &[(usize, &Check)], n: usize) -> Check {
         .iter()
         .find(|(_, c)| c.verdict == Verdict::Invalid && !c.near_miss());
     let unknown = all.iter().find(|(_, c)| c.verdict == Verdict::Unknown);
-    let held = || all.iter().filter(|(_, c)| c.verdict == Verdict::Valid);
-    check.measures = worst_measures(all);
-    if let (None, Some(_), Some(_)) = (decided, failed, held().next()) {
+    let held = all.iter().any(|(_, c)| c.verdict == Verdict::Valid);
+    if let (None, Some(_), true) = (decided, failed, held) {
         return flaky(check, all, n);
     }
+    check.measures = worst_measures(all);
     if let Some((i, c)) = failed.or(unknown) {
         check.verdict = c.verdict;
         check.message = format!("run {} of {n}: {}", i + 1, c.message);
@@ -682,13 +682,16 @@ fn merge_check(all: &[(usize, &Check)], n: usize) -> Check {
 /// `check` as flaky over `all`: unknown, every run's measures with its run number, and which
 /// runs missed (within their noise) and which held.
 fn flaky(mut check: Check, all: &[(usize, &Check)], n: usize) -> Check {
-    let runs = |near: bool| -> Vec<String> {
+    let runs = |which: fn(&Check) -> bool| -> Vec<String> {
         (all.iter())
-            .filter(|(_, c)| c.near_miss() == near)
+            .filter(|(_, c)| which(c))
             .map(|(i, _)| (i + 1).to_string())
             .collect()
     };
-    let (missed, held) = (runs(true), runs(false));
+    let (missed, held) = (
+        runs(Check::near_miss),
+        runs(|c| c.verdict == Verdict::Valid),
+    );
     let first = (all.iter())
         .find(|(_, c)| c.near_miss())
         .map(|(i, c)| (i + 1, &c.message));
@@ -701,32 +704,29 @@ fn flaky(mut check: Check, all: &[(usize, &Check)], n: usize) -> Check {
         missed.join(", "),
         held.join(", ")
     );
-    check.measures = (all.iter())
-        .flat_map(|(i, c)| {
-            c.measures.iter().map(move |m| Measure {
-                run: Some(i + 1),
-                ..m.clone()
-            })
-        })
-        .collect();
+    check.measures = each_run_s_measures(all).collect();
     check
+}
+
+/// Every measure of `all`, each with the number of the run that measured it.
+fn each_run_s_measures<'a>(all: &'a [(usize, &Check)]) -> impl Iterator<Item = Measure> + 'a {
+    (all.iter()).flat_map(|(i, c)| {
+        c.measures.iter().map(move |m| Measure {
+            run: Some(i + 1),
+            ..m.clone()
+        })
+    })
 }
 
 /// Each figure held to a bound, at its worst over the runs (closest to or furthest past its
 /// bound), with the run that measured it.
 fn worst_measures(all: &[(usize, &Check)]) -> Vec<Measure> {
     let mut worst: Vec<Measure> = Vec::new();
-    for (i, c) in all {
-        for m in &c.measures {
-            let m = Measure {
-                run: Some(i + 1),
-                ..m.clone()
-            };
-            match (worst.iter_mut()).find(|w| w.what == m.what && w.worse == m.worse) {
-                Some(w) if m.margin() < w.margin() => *w = m,
-                Some(_) => {}
-                None => worst.push(m),
-            }
+    for m in each_run_s_measures(all) {
+        match (worst.iter_mut()).find(|w| w.what == m.what && w.worse == m.worse) {
+            Some(w) if m.margin() < w.margin() => *w = m,
+            Some(_) => {}
+            None => worst.push(m),
         }
     }
     worst

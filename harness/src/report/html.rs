@@ -142,7 +142,7 @@ fn failing(r: &Report) -> String {
         })
         .collect();
     let not_run = ClauseRow::ids(&r.clauses, ClauseVerdict::NotRun);
-    let mut not_run = match not_run.is_empty() {
+    let mut undecided = match not_run.is_empty() {
         true => String::new(),
         false => format!(
             "<p class=\"muted\">Not run (no scenario or test decides them): {}.</p>\n",
@@ -151,17 +151,17 @@ fn failing(r: &Report) -> String {
     };
     let flaky = ClauseRow::ids(&r.clauses, ClauseVerdict::Flaky);
     if !flaky.is_empty() {
-        not_run.push_str(&format!(
+        undecided.push_str(&format!(
             "<p><b>Flaky</b> (undecided: runs disagreed by a bound missed within their own \
              noise; every run's figure is in report.md): {}.</p>\n",
             esc(&flaky.join(", "))
         ));
     }
     if rows.is_empty() {
-        return not_run;
+        return undecided;
     }
     format!(
-        "<h2>Failing clauses</h2>\n<ul>\n{}\n</ul>\n{not_run}",
+        "<h2>Failing clauses</h2>\n<ul>\n{}\n</ul>\n{undecided}",
         rows.join("\n")
     )
 }

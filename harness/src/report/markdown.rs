@@ -28,10 +28,7 @@ impl Report {
     pub fn headline(&self) -> String {
         let (p, f, n) = self.counts();
         let failing = self.sources.iter().filter(|s| !s.passed()).count();
-        let flaky = match self.flaky() {
-            0 => String::new(),
-            k => format!("{k} flaky, "),
-        };
+        let flaky = self.flaky_text();
         format!(
             "**{}**: {p} of {} clauses pass, {flaky}{f} fail, {n} not run · {} scenarios and \
              suites, {failing} failing · T = {} ms · seed {} · {:.0} s",

@@ -218,14 +218,20 @@ impl Report {
             .count()
     }
 
+    /// `1 flaky, ` when a clause is flaky, else nothing: what the summary line and the
+    /// headline say before the failed count.
+    pub(crate) fn flaky_text(&self) -> String {
+        match self.flaky() {
+            0 => String::new(),
+            k => format!("{k} flaky, "),
+        }
+    }
+
     /// The one-line summary, e.g. `47 passed, 0 failed, 3 not-run (50 clauses) …`, with
     /// `1 flaky, ` before the failed count when a clause is.
     pub fn summary_line(&self) -> String {
         let (p, f, n) = self.counts();
-        let flaky = match self.flaky() {
-            0 => String::new(),
-            k => format!("{k} flaky, "),
-        };
+        let flaky = self.flaky_text();
         let scen_failed = self.sources.iter().filter(|s| !s.passed()).count();
         format!(
             "{p} passed, {flaky}{f} failed, {n} not-run ({} clauses); {} scenario(s)/suite(s), {scen_failed} failing; T = {} ms, seed {}, {:.0} s",
