@@ -98,27 +98,15 @@ fn with(verdicts: &BTreeMap<String, ClauseVerdict>, v: ClauseVerdict) -> Vec<&st
         .collect()
 }
 
-/// Where the harness's own replica runs both ways: a handover, a kill, a freeze and a cut-off
-/// leader, which decide every clause the level-1 run must decide (DEM-2 the cut, RUN-6 the
-/// handover, ORPH-2 the freeze and the cut). `scenarios::scenarios` runs every scenario with it
-/// instrumented; these four again, and not all seven, so that the gate runs fewer twice.
-const OURS_BOTH_WAYS: [&str; 4] = [
-    "graceful-handover",
-    "killed-leader",
-    "frozen-leader",
-    "leader-partition",
-];
-
 /// The harness's own replica started from a command template at level 3 is judged on the same
 /// observations as the instrumented run: every clause gets the same verdict. At level 1 the
 /// same program fails nothing, and what it cannot show is not-run with its level, never a pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_replica_through_the_black_box_path_agrees_with_the_instrumented_run() {
-    let both = &OURS_BOTH_WAYS;
-    let (inside, by_inside) = report_on("ours", Program::Ours(ours()), both).await;
+    let (inside, by_inside) = report("ours", Program::Ours(ours())).await;
     let template = format!("{} replica", ours().display());
     let at = |level| Program::External(Command::parse(&template, level).unwrap());
-    let (outside, by_outside) = report_on("ours-level-3", at(Level::Events), both).await;
+    let (outside, by_outside) = report("ours-level-3", at(Level::Events)).await;
     assert!(!by_inside.is_empty());
     assert_eq!(
         by_inside,
@@ -133,7 +121,7 @@ async fn our_replica_through_the_black_box_path_agrees_with_the_instrumented_run
         failures(&inside)
     );
 
-    let (level1, by_level1) = report_on("ours-level-1", at(Level::Metrics), both).await;
+    let (level1, by_level1) = report("ours-level-1", at(Level::Metrics)).await;
     assert!(
         with(&by_level1, ClauseVerdict::Fail).is_empty(),
         "{}",
