@@ -160,8 +160,8 @@ class Replica:
     def __init__(self):
         self.settings = Settings()
         self.log = logger(self.settings.name)
-        registry, self.gauge = leader_gauge()
-        self.server = serve(self.settings, registry)
+        self.registry, self.gauge = leader_gauge()
+        self.server = serve(self.settings, self.registry)
         self.stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -67,6 +67,19 @@ pub enum What {
         /// Whether the backend was still in pg_stat_activity when the row was seen gone.
         backend_alive: bool,
     },
+    /// A replica's gauge carries labels (the page's has none: MET-1), when first seen and
+    /// whenever they change; its value is read all the same.
+    GaugeLabels {
+        /// The replica.
+        replica: String,
+        /// Its label set as served, e.g. `{replica="r1"}`.
+        labels: String,
+    },
+    /// The harness spawned a replica's process (RUN-1: its first check is timed from here).
+    Spawned {
+        /// The replica.
+        replica: String,
+    },
     /// A replica's process ended, when the harness reaped it (RUN-6: after SIGTERM it must
     /// exit by itself, with status 0).
     Exited {

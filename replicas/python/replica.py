@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common  # noqa: E402
 
 import psycopg  # noqa: E402
+from prometheus_client import Gauge  # noqa: E402
 
 # One deliberate violation each (`--flaw NAME`): the clauses it breaks, the scenarios that decide
 # them, and what it does. The harness's gallery (scenarios/tests/gallery.rs, which checks this
@@ -96,6 +97,29 @@ FLAWS = {
                      "holds the lock"),
     "fence-counter": ("X-FENCE", "fenced-write", "with REPLICA_FENCE=1, each term's token is the "
                       "replica's own count of its terms, not drawn from the fence's sequence"),
+    "relock-check": ("RUN-5", "steady-election", "the leader's check takes the lock again "
+                     "(pg_try_advisory_lock on its lock session): each check stacks one more "
+                     "hold, which the single unlock at shutdown does not release"),
+    "relock-wait": ("RUN-5", "steady-election", "the leader's check is pg_advisory_lock on its "
+                    "lock session, granted at once to the holder: each check stacks one more "
+                    "hold"),
+    "forgive-error": ("RUN-5", "backend-kill", "a leader's check that fails with an error is "
+                      "given one more chance: it demotes at the second failed check in a row"),
+    "forgive-silence": ("DEM-1, DEM-2, RUN-5", "late-answers, leader-partition", "a leader's "
+                        "check left unanswered for T is given one more chance: it demotes at "
+                        "the second in a row"),
+    "unlock-no-deadline": ("ISL-1, RUN-6", "shutdown-partition", "on SIGTERM the leader waits "
+                           "for its unlock's answer however long it takes"),
+    "unlock-5s": ("ISL-1, RUN-6", "shutdown-partition", "on SIGTERM the leader's unlock has a "
+                  "deadline of 5 s instead of 2 s"),
+    "exit-on-error": ("RUN-4", "server-restart", "a failed acquire ends the program (Run "
+                      "returns its error) instead of retrying at the next check"),
+    "labelled-gauge": ("MET-1", "steady-election", "the gauge carries a label, "
+                       "plexsphere_background_leader{replica=\"r1\"}: the page's has none"),
+    "late-first": ("RUN-1", "default-interval", "the first check comes one interval after the "
+                   "start (a ticker that fires first after T)"),
+    "warm-up": ("RUN-1", "default-interval", "it waits 1.5 intervals after the start, for its "
+                "pool to warm up, before its first check"),
 }
 
 
@@ -242,7 +266,12 @@ class Elector:
         # X-VERIFY (REPLICA_VERIFY_LOCK=1): the check asks pg_locks whether this session still
         # holds the key (the two-int4 form shows as classid, objid and objsubid 2); flaw
         # blind-verify declares it and asks nothing.
-        self.check_sql = "SELECT pg_backend_pid(), true"
+        self.check_sql = {
+            "relock-check": f"SELECT pg_backend_pid(), pg_try_advisory_lock(1886156915, {objid:d})",
+            "relock-wait": f"SELECT pg_backend_pid(), pg_advisory_lock(1886156915, {objid:d}) "
+                           "IS NOT NULL",
+        }.get(flaw, "SELECT pg_backend_pid(), true")
+        self.forgiven = False  # flaws forgive-error and forgive-silence: one failure let pass
         if settings.verify and flaw != "blind-verify":
             self.check_sql = ("SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks WHERE "
                               "locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND "
@@ -315,6 +344,8 @@ class Elector:
             self.log.log(level, "leader: acquire lock connection: %s", e or type(e).__name__)
             if conn is not None:
                 close(conn)
+            if self.flaw == "exit-on-error":
+                raise SystemExit(1)
             return
         if outcome == "shared":
             self.log.warning("leader: the lock session is shared with another client (a "
@@ -365,11 +396,14 @@ class Elector:
             cur = await (query if deadline is None else bounded(query, deadline))
             pid, held = await cur.fetchone()
         except asyncio.TimeoutError:
-            await self.demote(f"no answer to SELECT 1 within {self.t:.3f}s")
+            if not self.forgive("forgive-silence", "no answer within T"):
+                await self.demote(f"no answer to SELECT 1 within {self.t:.3f}s")
             return
         except Exception as e:  # noqa: BLE001
-            await self.demote(str(e) or type(e).__name__)
+            if not self.forgive("forgive-error", str(e) or type(e).__name__):
+                await self.demote(str(e) or type(e).__name__)
             return
+        self.forgiven = False
         if pid != self.lock_pid and self.flaw != "lock-on-pool":
             await self.demote(f"the lock session is shared with another client: the check ran on "
                               f"backend {pid}, the lock is on backend {self.lock_pid}")
@@ -384,6 +418,15 @@ class Elector:
                 await self.move_lock()
             except Exception as e:  # noqa: BLE001
                 await self.demote(str(e) or type(e).__name__)
+
+    def forgive(self, flaw, why):
+        """Flaws forgive-error and forgive-silence: whether this failed check is let pass (the
+        first of a row, as a retry would)."""
+        if self.flaw != flaw or self.forgiven:
+            return False
+        self.forgiven = True
+        self.log.info("leader check failed (%s); trying once more before giving up", why)
+        return True
 
     def works(self):
         """Whether a pass of leader-only work runs now: while this replica leads (flaw
@@ -430,7 +473,9 @@ class Elector:
         conn, self.lock_conn = self.lock_conn, None
         if conn is not None:
             try:
-                await bounded(conn.execute(self.unlock), 2.0)
+                deadline = {"unlock-no-deadline": None, "unlock-5s": 5.0}.get(self.flaw, 2.0)
+                query = conn.execute(self.unlock)
+                await (query if deadline is None else bounded(query, deadline))
                 outcome = "released"
             except Exception as e:  # noqa: BLE001
                 outcome = f"not unlocked ({e or type(e).__name__}); the close ends the session"
@@ -489,6 +534,11 @@ async def paced(period, stop, step):
 
 async def main(objid, flaw_name):
     replica = common.Replica()
+    if flaw_name == "labelled-gauge":
+        replica.registry.unregister(replica.gauge)
+        labelled = Gauge(common.GAUGE, "1 while this replica leads, 0 otherwise", ["replica"],
+                         registry=replica.registry)
+        replica.gauge = labelled.labels(replica=replica.settings.name)
     if flaw_name == "pool-forever":
         replica.settings.pool_max_lifetime = None
     if flaw_name == "zero-interval" and os.environ.get("REPLICA_CHECK_INTERVAL_MS") == "0":
@@ -500,6 +550,12 @@ async def main(objid, flaw_name):
         # The leader-only work runs beside the checks; on SIGTERM the release does not wait
         # for a pass in flight (the term ends first, so no new pass begins).
         work = asyncio.ensure_future(common.every(replica.settings.t, replica.stop, elector.work))
+        late = {"late-first": 1.0, "warm-up": 1.5}.get(flaw_name)
+        if late is not None:
+            try:
+                await asyncio.wait_for(replica.stop.wait(), late * replica.settings.t)
+            except asyncio.TimeoutError:
+                pass
         if flaw_name in ("slow-poll", "fast-poll"):
             await paced(elector.period, replica.stop, elector.check)
         else:

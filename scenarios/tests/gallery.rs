@@ -18,10 +18,14 @@ use judge::{failures, repo};
 
 const SEED: u64 = 20_261_205;
 
-/// Runs `scenarios` with the Python example's `flaw` at level 2; the report.
+/// Runs `scenarios` with the Python example's `flaw` at level 2 (`none`: the example as
+/// written); the report.
 async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
     let script = repo().join("replicas/python/replica.py");
-    let template = format!("python3 {} --flaw {flaw}", script.display());
+    let template = match flaw {
+        "none" => format!("python3 {}", script.display()),
+        _ => format!("python3 {} --flaw {flaw}", script.display()),
+    };
     // It has X-FENCE (REPLICA_FENCE=1), which `fenced-write` turns on, and X-VERIFY
     // (REPLICA_VERIFY_LOCK=1), which `stray-unlock` does.
     let program = Program::External(
@@ -39,7 +43,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 26] = [
+const GALLERY: [(&str, &[&str], &[&str]); 36] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -100,6 +104,38 @@ const GALLERY: [(&str, &[&str], &[&str]); 26] = [
     ("blind-verify", &["ISL-1", "X-VERIFY"], &["stray-unlock"]),
     // The page asks for a line at each acquisition; it writes none.
     ("silent-acquire", &["CFG-3"], &["backend-kill"]),
+    // Its check asks for the lock again on the session that holds it (two ways): the wire
+    // shows the lock call there, and each such grant stacks one more hold.
+    ("relock-check", &["RUN-5"], &["steady-election"]),
+    ("relock-wait", &["RUN-5"], &["steady-election"]),
+    // It lets its first failed check pass and demotes at the second: the kill lands a quarter
+    // of T after one of its checks (a barrier on the wire), so the demotion comes 1.75T after
+    // it, every run, against the page's next check within T.
+    ("forgive-error", &["RUN-5"], &["backend-kill"]),
+    // The same for an unanswered check: its demotion comes too late after the latency (RUN-5)
+    // and the black hole (DEM-2), its lock connection open 2T after the check failed (DEM-1).
+    (
+        "forgive-silence",
+        &["DEM-1", "DEM-2", "RUN-5"],
+        &["late-answers", "leader-partition"],
+    ),
+    // Its unlock has no deadline, or a longer one: its lock connection stays open past 2 s
+    // (RUN-6), and its session holds the lock for 3.75T while its gauge says 0 (ISL-1).
+    (
+        "unlock-no-deadline",
+        &["ISL-1", "RUN-6"],
+        &["shutdown-partition"],
+    ),
+    ("unlock-5s", &["ISL-1", "RUN-6"], &["shutdown-partition"]),
+    // Its first check comes one interval, or one and a half, after its start (timed at the
+    // page's default T of 5 s).
+    ("late-first", &["RUN-1"], &["default-interval"]),
+    ("warm-up", &["RUN-1"], &["default-interval"]),
+    // Its gauge carries a label: MET-1, and nothing else (the value is read all the same).
+    ("labelled-gauge", &["MET-1"], &["steady-election"]),
+    // A failed acquire ends it: its exit is named (`no exit unless stopped`), and no
+    // acquisition follows the restart.
+    ("exit-on-error", &["RUN-4"], &["server-restart"]),
 ];
 
 /// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
@@ -130,6 +166,16 @@ const GALLERY: [(&str, &[&str], &[&str]); 26] = [
 #[case::zero_interval("zero-interval")]
 #[case::blind_verify("blind-verify")]
 #[case::silent_acquire("silent-acquire")]
+#[case::relock_check("relock-check")]
+#[case::relock_wait("relock-wait")]
+#[case::forgive_error("forgive-error")]
+#[case::forgive_silence("forgive-silence")]
+#[case::unlock_no_deadline("unlock-no-deadline")]
+#[case::unlock_5s("unlock-5s")]
+#[case::late_first("late-first")]
+#[case::warm_up("warm-up")]
+#[case::labelled_gauge("labelled-gauge")]
+#[case::exit_on_error("exit-on-error")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
     let (_, breaks, scenarios) = (GALLERY.iter())
@@ -143,6 +189,33 @@ async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
         .into_iter()
         .collect();
     assert_eq!(failed, *breaks, "{flaw}:\n{}", failures(&report));
+}
+
+/// The control: the example as written passes every clause on the scenarios the gallery uses
+/// that its own test (`implementations::the_python_replica_passes_every_clause_decidable_at_level_2`)
+/// does not play: a barrier before each fault (`late-answers`), a SIGTERM on a silent link
+/// (`shutdown-partition`), its first check timed from its start (`default-interval`). A check
+/// that failed it there would fail a correct program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_without_a_flaw_passes_the_scenarios_only_the_gallery_plays() {
+    let scenarios = ["late-answers", "shutdown-partition", "default-interval"];
+    let report = judged("none", &scenarios).await;
+    let failed: Vec<&str> = (report.clauses.iter())
+        .filter(|c| !matches!(c.verdict, ClauseVerdict::Pass | ClauseVerdict::NotRun))
+        .map(|c| c.id.as_str())
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}:\n{}", failures(&report));
+    for id in ["RUN-1", "RUN-5", "RUN-6", "ORPH-2"] {
+        let verdict = (report.clauses.iter())
+            .find(|c| c.id == id)
+            .map(|c| c.verdict);
+        assert_eq!(
+            verdict,
+            Some(ClauseVerdict::Pass),
+            "{id}: {}",
+            failures(&report)
+        );
+    }
 }
 
 /// The Python example's own table of flaws (`--flaw json`) is [`GALLERY`]: the same flaws,

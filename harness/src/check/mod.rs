@@ -17,6 +17,7 @@ use crate::timeline::{fault_spans, Entry, What};
 use history::RowIs;
 use wire::model::WireModel;
 
+pub mod exits;
 pub mod expect;
 pub mod history;
 pub mod leadership;
@@ -374,11 +375,13 @@ fn continuous(facts: &Facts, model: &WireModel, level: Level) -> Vec<(Level, Che
     let mut checks = vec![
         (Level::Metrics, gauge_sum_at(entries, end_ms, b, level)),
         (Level::Metrics, steady::gauge_one_while_held(entries, b)),
+        (Level::Metrics, steady::gauge_has_no_labels(entries)),
         (Level::Process, one_lock_row(entries)),
         (Level::Metrics, lock_row_while_leading(entries, b)),
         (Level::Metrics, gauge_matches_locks_at(entries, b, level)),
         (Level::Events, overlap_bound(entries, end_ms, b)),
         (Level::Events, history::rows_belong_to_terms(entries, b)),
+        (Level::Process, exits::no_exit_unless_stopped(entries)),
     ];
     if level < Level::Events {
         checks.push((

@@ -220,3 +220,93 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
     }
 }
+
+/// MET-1, the gauge's shape: the page's gauge is `plexsphere_background_leader` with no labels,
+/// one series per replica. A replica whose gauge carries labels (a `replica` or `pod` label
+/// added by the service's own metrics setup) fails here; its value is read all the same, so
+/// the clauses the gauge decides otherwise are still judged. Decided over the replicas whose
+/// gauge was read at all (level 1 and above).
+pub fn gauge_has_no_labels(entries: &[Entry]) -> Check {
+    let mut read: BTreeSet<&str> = BTreeSet::new();
+    let mut labelled: Vec<(&str, &str)> = Vec::new();
+    for e in entries {
+        match &e.what {
+            What::Gauges { values, .. } => {
+                read.extend(
+                    (values.iter())
+                        .filter(|(_, v)| v.is_some())
+                        .map(|(r, _)| r.as_str()),
+                );
+            }
+            What::GaugeLabels { replica, labels }
+                if !labelled.iter().any(|(r, _)| r == replica) =>
+            {
+                labelled.push((replica, labels));
+            }
+            _ => {}
+        }
+    }
+    let message = match labelled.first() {
+        None => format!("{} replicas' gauges read, none with labels", read.len()),
+        Some((r, labels)) => format!(
+            "{} replicas' gauges carry labels, first: {r}'s plexsphere_background_leader{labels} \
+             (the page's gauge has none)",
+            labelled.len()
+        ),
+    };
+    Check::new(
+        "the gauge has no labels",
+        &["MET-1"],
+        verdict_of(read.len(), labelled.is_empty()),
+        message,
+    )
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::check::Verdict;
+
+    fn gauges(t_ms: f64) -> Entry {
+        let values = BTreeMap::from([("r1".to_owned(), Some(1)), ("r2".to_owned(), Some(0))]);
+        let what = What::Gauges {
+            values,
+            asked_ms: None,
+        };
+        Entry { t_ms, what }
+    }
+
+    /// A gauge with a label fails MET-1 and is named with its labels; unlabelled gauges pass;
+    /// without a gauge read nothing is decided.
+    #[test]
+    fn a_labelled_gauge_fails_met_1() {
+        let labels = What::GaugeLabels {
+            replica: "r2".into(),
+            labels: "{replica=\"r2\"}".into(),
+        };
+        let entries = [
+            gauges(10.0),
+            Entry {
+                t_ms: 11.0,
+                what: labels,
+            },
+        ];
+        let c = gauge_has_no_labels(&entries);
+        assert_eq!(c.verdict, Verdict::Invalid, "{c}");
+        assert!(
+            c.message
+                .contains("r2's plexsphere_background_leader{replica=\"r2\"}"),
+            "{c}"
+        );
+        let c = gauge_has_no_labels(&[gauges(10.0)]);
+        assert_eq!(
+            (c.verdict, c.clauses.clone()),
+            (Verdict::Valid, vec!["MET-1".to_owned()]),
+            "{c}"
+        );
+        let c = gauge_has_no_labels(&[]);
+        assert_eq!(c.verdict, Verdict::Unknown, "{c}");
+    }
+}

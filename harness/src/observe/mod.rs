@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::replica::api::ReadyReport;
+use crate::replica::handle::GaugeReading;
 use crate::timeline::{Timeline, What};
 use crate::topology::Observer;
 
@@ -92,7 +93,7 @@ pub struct Target {
 }
 
 /// Reads the leader gauge from a replica's `/metrics` (`None` when unreachable or absent).
-async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
+async fn gauge(client: &reqwest::Client, base: &str) -> Option<GaugeReading> {
     let text = client
         .get(format!("{base}/metrics"))
         .send()
@@ -101,7 +102,7 @@ async fn gauge(client: &reqwest::Client, base: &str) -> Option<i64> {
         .text()
         .await
         .ok()?;
-    crate::replica::handle::gauge_value(&text, facts::spec::GAUGE)
+    crate::replica::handle::gauge_reading(&text, facts::spec::GAUGE)
         .ok()
         .flatten()
 }
@@ -154,6 +155,7 @@ impl Samplers {
         let last: Arc<std::sync::Mutex<LastGauges>> = Arc::default();
         for r in targets.clone() {
             let (tok, c, last) = (token.clone(), client.clone(), last.clone());
+            let tok = (tok, timeline.clone());
             tasks.spawn(poll_gauge(tok, c, r, last, every));
         }
         let gauges = Sink {
@@ -230,19 +232,32 @@ struct Sink {
     tx: Arc<watch::Sender<Latest>>,
 }
 
-/// Keeps `r`'s last gauge answer in `last`, every `every`.
+/// Keeps `r`'s last gauge answer in `last`, every `every`; records on `timeline` the labels
+/// its gauge carries, when first seen and whenever they change (MET-1).
 async fn poll_gauge(
-    tok: CancellationToken,
+    (tok, timeline): (CancellationToken, Timeline),
     c: reqwest::Client,
     r: Target,
     last: Arc<std::sync::Mutex<LastGauges>>,
     every: Duration,
 ) {
     let mut tick = sampling_interval(every);
+    let mut labels_seen: Option<String> = None;
     while !tok.is_cancelled() {
         tokio::select! { () = tok.cancelled() => break, _ = tick.tick() => {} }
         let asked = tokio::time::Instant::now();
-        let v = tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };
+        let reading =
+            tokio::select! { () = tok.cancelled() => break, v = gauge(&c, &r.base_url) => v };
+        let labels = reading.as_ref().and_then(|g| g.labels.clone());
+        if labels.is_some() && labels != labels_seen {
+            let what = What::GaugeLabels {
+                replica: r.name.clone(),
+                labels: labels.clone().unwrap_or_default(),
+            };
+            timeline.record(what);
+            labels_seen = labels;
+        }
+        let v = reading.map(|g| g.value);
         if v.is_some() {
             last.lock()
                 .unwrap_or_else(|e| e.into_inner())

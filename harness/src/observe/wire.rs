@@ -5,8 +5,11 @@
 //! It reads every `every` while the run goes on and once more when stopped, after the replicas
 //! have stopped, so that a shutdown's unlock and close are on the timeline too.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -32,11 +35,33 @@ pub struct WireSummary {
     pub error: Option<String>,
 }
 
+/// How often the journals are read while a [`Hurry`] is held: a step that waits on the wire
+/// sees what passed the proxy this soon after (small against any T the harness runs at).
+pub const HURRIED: Duration = Duration::from_millis(2);
+
 /// A running reader of the journals; stop it with [`WireReader::stop`] (dropped, it stops
 /// reading at once).
 pub struct WireReader {
     token: CancellationToken,
     task: Option<JoinHandle<WireSummary>>,
+    pace: Pace,
+}
+
+/// How many [`Hurry`] guards are held, and the reader's wake-up when the first is taken.
+#[derive(Clone, Default)]
+struct Pace {
+    hurried: Arc<AtomicUsize>,
+    woken: Arc<Notify>,
+}
+
+/// While held, the reader reads every [`HURRIED`] instead of its own period (a barrier on a
+/// wire event: [`WireReader::hurry`]).
+pub struct Hurry(Pace);
+
+impl Drop for Hurry {
+    fn drop(&mut self) {
+        self.0.hurried.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for WireReader {
@@ -70,8 +95,16 @@ impl WireReader {
                 ..WireSummary::default()
             },
         };
-        let task = Some(tokio::spawn(reader.run(token.clone(), every)));
-        WireReader { token, task }
+        let pace = Pace::default();
+        let task = Some(tokio::spawn(reader.run(token.clone(), every, pace.clone())));
+        WireReader { token, task, pace }
+    }
+
+    /// Reads every [`HURRIED`] until the guard is dropped, from now on (the reader is woken).
+    pub fn hurry(&self) -> Hurry {
+        self.pace.hurried.fetch_add(1, Ordering::SeqCst);
+        self.pace.woken.notify_one();
+        Hurry(self.pace.clone())
     }
 
     /// Reads what is left and stops.
@@ -103,16 +136,19 @@ struct Reader {
 }
 
 impl Reader {
-    async fn run(mut self, token: CancellationToken, every: Duration) -> WireSummary {
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    async fn run(mut self, token: CancellationToken, every: Duration, pace: Pace) -> WireSummary {
         loop {
-            tokio::select! {
-                () = token.cancelled() => break,
-                _ = tick.tick() => {}
-            }
             if !self.read_all().await {
                 return self.summary;
+            }
+            let period = match pace.hurried.load(Ordering::SeqCst) {
+                0 => every,
+                _ => HURRIED,
+            };
+            tokio::select! {
+                () = token.cancelled() => break,
+                () = tokio::time::sleep(period) => {}
+                () = pace.woken.notified() => {}
             }
         }
         // The replicas have stopped; their proxies read the last bytes and the closes within

@@ -85,6 +85,8 @@ struct History {
     exits: Exits,
     /// Every line of its log (stderr, and stdout below level 3), with when the harness read it.
     lines: Lines,
+    /// When the harness spawned each of its processes (RUN-1 times the first check from it).
+    spawns: Arc<Mutex<Vec<Instant>>>,
 }
 
 /// A replica's log lines, each with when the harness read it.
@@ -98,6 +100,7 @@ impl History {
             sender: broadcast::Sender::new(EVENT_CAPACITY),
             exits: Exits::default(),
             lines: Lines::default(),
+            spawns: Arc::default(),
         }
     }
 
@@ -386,6 +389,13 @@ impl ReplicaProcess {
             .clone()
     }
 
+    /// When the harness spawned each of its processes (across restarts), in order.
+    pub fn spawns(&self) -> Vec<Instant> {
+        (self.history.spawns.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Every line of its log so far (across restarts), with when the harness read it.
     pub fn log_lines(&self) -> Vec<(Instant, String)> {
         (self.history.lines.lock())
@@ -547,32 +557,65 @@ fn mode_text(mode: &impl serde::Serialize) -> anyhow::Result<String> {
     }
 }
 
-/// The value of an unlabelled gauge `name` in Prometheus text, or `None` when no sample of it is
-/// there; `Err` names a sample whose value is not a number, or a labelled one (the spec's gauge
-/// has no labels). Written by hand: the contract needs this one sample read strictly, and a
-/// malformed line named, where a general parser would skip it.
+/// One reading of a gauge in Prometheus text: its value, and its labels when its sample
+/// carries any (the spec's gauge has none: MET-1 fails a labelled one, and the value still
+/// counts for the other clauses).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GaugeReading {
+    /// The sample's value, truncated to an integer (the gauge is 0 or 1).
+    pub value: i64,
+    /// The sample's label set as written (`{replica="r1"}`), when it has one.
+    pub labels: Option<String>,
+}
+
+/// The value of the gauge `name` in Prometheus text, or `None` when no sample of it is there;
+/// `Err` names a sample whose value is not a number, or a second series of it (the spec's
+/// gauge is one series). See [`gauge_reading`] for its labels.
 pub fn gauge_value(text: &str, name: &str) -> Result<Option<i64>, String> {
+    gauge_reading(text, name).map(|r| r.map(|r| r.value))
+}
+
+/// The one sample of the gauge `name` in Prometheus text, with its labels, or `None` when
+/// there is none. Written by hand: the contract needs this one sample read strictly, and a
+/// malformed line named, where a general parser would skip it.
+pub fn gauge_reading(text: &str, name: &str) -> Result<Option<GaugeReading>, String> {
+    let mut found: Option<(GaugeReading, &str)> = None;
     for line in text.lines().map(str::trim).filter(|l| !l.starts_with('#')) {
         let Some(rest) = line.strip_prefix(name) else {
             continue;
         };
-        if rest.starts_with('{') {
-            return Err(format!(
-                "the gauge has labels ({line:?}); the spec's has none"
-            ));
-        }
+        let (labels, rest) = match rest.strip_prefix('{') {
+            Some(inner) => {
+                let close = inner
+                    .rfind('}')
+                    .ok_or_else(|| format!("malformed gauge sample {line:?}: no closing brace"))?;
+                (
+                    Some(format!("{{{}}}", &inner[..close])),
+                    &inner[close + 1..],
+                )
+            }
+            None => (None, rest),
+        };
         if !rest.starts_with([' ', '\t']) {
             continue; // another metric whose name starts with this one
         }
+        if let Some((_, first)) = found {
+            return Err(format!(
+                "the gauge has more than one series ({first:?}, {line:?}); the spec's has one"
+            ));
+        }
         let value = rest.split_whitespace().next().unwrap_or_default();
-        return match value.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(Some(v as i64)),
-            _ => Err(format!(
-                "malformed gauge sample {line:?}: {value:?} is not a number"
-            )),
+        let value = match value.parse::<f64>() {
+            Ok(v) if v.is_finite() => v as i64,
+            _ => {
+                return Err(format!(
+                    "malformed gauge sample {line:?}: {value:?} is not a number"
+                ))
+            }
         };
+        found = Some((GaugeReading { value, labels }, line));
     }
-    Ok(None)
+    Ok(found.map(|(r, _)| r))
 }
 
 fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {

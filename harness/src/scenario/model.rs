@@ -457,6 +457,11 @@ pub enum WaitFor {
     Ready,
     /// The same as `ready`.
     AllReady,
+    /// The leader's next check answered on its lock session, as its proxy read the answer off
+    /// the wire: a barrier that puts the next step at a known phase of the leader's checks
+    /// (just after one, a whole T before the next), whatever the program's own schedule.
+    /// Needs the harness's proxy (its journal).
+    LeaderCheck,
 }
 
 /// Whom a fault or control step acts on.

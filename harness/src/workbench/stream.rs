@@ -276,6 +276,10 @@ impl Narration {
                 (_, Some(signal)) => format!("{replica} ended by signal {signal}"),
                 _ => format!("{replica} ended (status unknown)"),
             }),
+            What::Spawned { replica } => Some(format!("{replica} spawned")),
+            What::GaugeLabels { replica, labels } => Some(format!(
+                "{replica}'s gauge has labels {labels} (MET-1: the page's has none)"
+            )),
             What::Probes { .. }
             | What::ServerClock { .. }
             | What::Wire { .. }

@@ -27,7 +27,7 @@ fn work(s: &Stmt) -> bool {
 }
 
 /// The lock sessions of replicas whose sessions can be told (not behind a transaction pooler).
-fn visible_sessions<'a>(w: &'a Wire) -> impl Iterator<Item = &'a LockSession> + 'a {
+pub(super) fn visible_sessions<'a>(w: &'a Wire) -> impl Iterator<Item = &'a LockSession> + 'a {
     (w.sessions.iter()).filter(|l| w.setup.sessions_visible(&l.replica))
 }
 
@@ -333,18 +333,23 @@ pub(super) fn leader_cadence(w: &Wire) -> Check {
     c
 }
 
-/// DEM-1: a check on the lock session that fails (an error, or no answer within T) ends with
-/// the connection closed: by the replica within T of the failure, or by the server before.
-pub(super) fn closed_after_a_failed_check(w: &Wire) -> Check {
-    let (t, slack) = (ms_of(w.b.t), ms_of(w.b.slack));
-    let end_ms = (w.conns.iter())
+/// The last moment the wire shows: its last statement sent or connection closed.
+pub(super) fn last_seen(w: &Wire) -> f64 {
+    (w.conns.iter())
         .flat_map(|c| {
             c.statements
                 .iter()
                 .map(|s| s.sent_ms)
                 .chain(c.closed.map(|c| c.0))
         })
-        .fold(0.0, f64::max);
+        .fold(0.0, f64::max)
+}
+
+/// DEM-1: a check on the lock session that fails (an error, or no answer within T) ends with
+/// the connection closed: by the replica within T of the failure, or by the server before.
+pub(super) fn closed_after_a_failed_check(w: &Wire) -> Check {
+    let (t, slack) = (ms_of(w.b.t), ms_of(w.b.slack));
+    let end_ms = last_seen(w);
     let (mut failed, mut bad, mut worst) = (0usize, Vec::new(), 0.0f64);
     for l in visible_sessions(w) {
         let c = &w.conns[l.conn];

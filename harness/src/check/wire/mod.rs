@@ -6,6 +6,7 @@
 //! | check | clause | what it asks of every replica |
 //! |---|---|---|
 //! | `lock calls` | LOCK-1 | every advisory-lock call is the spec's two-int4 session form on (1886156915, 1) |
+//! | `first check at start` | RUN-1 | the first lock call comes within T/2 of the process's start (judged where T is at least 4 s) |
 //! | `standby cadence` | RUN-1 | a standby tries the lock every T, and never queues for it |
 //! | `refused checks leave the pool alone` | RUN-2 | no connection opened and closed around a refused check, no session setting changed next to one |
 //! | `the lock session carries only the checks` | RUN-3, SESS-1 | no table touched on the session that holds the lock |
@@ -14,6 +15,9 @@
 //! | `idle_session_timeout on the lock session` | ORPH-1 | 4T in force on the lock session from its grant |
 //! | `leader cadence` | RUN-5 | a check on the lock session every T |
 //! | `lock connection closed after a failed check` | DEM-1 | an error or no answer within T on the lock session closes it |
+//! | `leader checks take no lock` | RUN-5 | a check on the lock session never asks for the lock again (session locks stack: one unlock would not release it) |
+//! | `the first failed check demotes` | RUN-5 | once a check on the lock session has failed, nothing but the release is sent on it: the first failed check demotes |
+//! | `release within its deadline` | RUN-6 | after a SIGTERM, the leader closes its lock connection within the unlock's 2 s deadline, answered or not |
 //! | `lock connection closed after a stray unlock` | X-VERIFY | a lock released behind the leader's back (the `unlock` fault) ends its lock connection within T |
 //! | `the lock session names its replica` | X-WHO | the lock session's `application_name` is the replica's name from its grant to its end |
 //!
@@ -22,6 +26,7 @@
 //! replicas (POOL-1 shows that hazard). Behind a session-mode pooler a client connection keeps
 //! one server session, so the lock session is found by the holder's `application_name`.
 
+mod leader;
 mod lock_session;
 pub mod model;
 pub mod sql;
@@ -29,13 +34,18 @@ mod standby;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use self::leader::{
+    leader_checks_take_no_lock, nothing_after_a_failed_check, release_within_its_deadline,
+};
 use self::lock_session::{
     closed_after_a_failed_check, closed_after_a_stray_unlock, ended_only_by_demotion_or_release,
     idle_timeout_on_the_lock_session, leader_cadence, lock_session_carries_only_checks,
     lock_session_names_its_replica, one_lock_session_per_term,
 };
 use self::model::{Conn, LockSession, WireModel};
-use self::standby::{lock_calls, refused_checks_leave_the_pool_alone, standby_cadence};
+use self::standby::{
+    first_check_at_start, lock_calls, refused_checks_leave_the_pool_alone, standby_cadence,
+};
 use super::{ms_of, Bounds, Check, Verdict};
 use crate::event::ReplicaEvent;
 use crate::timeline::{Entry, What};
@@ -107,6 +117,11 @@ struct Wire<'a> {
     conns: &'a [Conn],
     sessions: &'a [LockSession],
     faults: Vec<(String, f64, f64)>,
+    /// Each SIGTERM the scenario sent (the `terminate` fault): the replica and when.
+    terminations: Vec<(String, f64)>,
+    /// Each process the harness spawned and each that ended: the replica, when, and whether
+    /// it was a spawn.
+    lives: Vec<(String, f64, bool)>,
     /// When the samplers stopped: the harness stops the replicas after it.
     sampled_until: f64,
     /// Each term's end a replica reported (its event stream: demoted, released, abandoned).
@@ -149,7 +164,12 @@ impl Wire<'_> {
 /// (when the proxies kept no journal) each one not run.
 pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetup) -> Vec<Check> {
     let (conns, sessions) = (&model.conns[..], &model.sessions[..]);
-    let faults = (self::model::faults(entries).into_iter())
+    let all_faults = self::model::faults(entries);
+    let terminations = (all_faults.iter())
+        .filter(|f| f.0 == crate::fault::Verb::Terminate)
+        .map(|(_, target, applied, _)| (target.clone(), *applied))
+        .collect();
+    let faults = (all_faults.into_iter())
         .map(|(_, target, applied, lifted)| (target, applied, lifted))
         .collect();
     let sampled_until = self::model::sampled_until(entries);
@@ -165,10 +185,19 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
             _ => None,
         })
         .collect();
+    let lives = (entries.iter())
+        .filter_map(|e| match &e.what {
+            What::Spawned { replica } => Some((replica.clone(), e.t_ms, true)),
+            What::Exited { replica, .. } => Some((replica.clone(), e.t_ms, false)),
+            _ => None,
+        })
+        .collect();
     let w = Wire {
         conns,
         sessions,
         faults,
+        terminations,
+        lives,
         sampled_until,
         ended,
         setup,
@@ -176,6 +205,7 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
     };
     let mut all = vec![
         lock_calls(&w),
+        first_check_at_start(&w),
         standby_cadence(&w),
         refused_checks_leave_the_pool_alone(&w),
         lock_session_carries_only_checks(&w),
@@ -184,6 +214,9 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         idle_timeout_on_the_lock_session(&w),
         leader_cadence(&w),
         closed_after_a_failed_check(&w),
+        leader_checks_take_no_lock(&w),
+        nothing_after_a_failed_check(&w),
+        release_within_its_deadline(&w),
         lock_session_names_its_replica(&w),
     ];
     if setup.stray_unlocks {

@@ -10,6 +10,7 @@ use crate::check::{Check, Verdict};
 use crate::timeline::{Entry, What};
 
 mod holders;
+mod leader;
 
 const T: f64 = 200.0;
 const LOCK: &str = "SELECT pg_try_advisory_lock(1886156915, 1)";

@@ -142,7 +142,9 @@ pub(super) async fn start(
     http: &reqwest::Client,
 ) -> anyhow::Result<Incarnation> {
     crate::topology::cleanup::refuse_if_closing(&format!("replica {}", spec.name))?;
-    let mut child = command(program, spec)?
+    let mut command = command(program, spec)?;
+    (history.spawns.lock().unwrap_or_else(|e| e.into_inner())).push(Instant::now());
+    let mut child = command
         .spawn()
         .with_context(|| format!("cannot start replica {}: {}", spec.name, program.describe()))?;
     let pid = child.id().ok_or_else(|| anyhow!("the child has no pid"))?;

@@ -20,10 +20,20 @@ fn parses_the_gauge_and_builds_the_command_line() {
         "plexsphere_background_leader",
     );
     assert!(bad.unwrap_err().contains("not a number"));
+    // A labelled gauge is read, its labels kept (MET-1 fails it; the value still counts).
     let labelled = "plexsphere_background_leader{pod=\"a\"} 1\n";
-    assert!(gauge_value(labelled, "plexsphere_background_leader")
+    assert_eq!(
+        gauge_reading(labelled, "plexsphere_background_leader"),
+        Ok(Some(GaugeReading {
+            value: 1,
+            labels: Some("{pod=\"a\"}".into())
+        }))
+    );
+    let two =
+        "plexsphere_background_leader{pod=\"a\"} 1\nplexsphere_background_leader{pod=\"b\"} 0\n";
+    assert!(gauge_value(two, "plexsphere_background_leader")
         .unwrap_err()
-        .contains("labels"));
+        .contains("more than one series"));
     let mut spec = ReplicaSpec::new("r1", Duration::from_millis(200)).dsn("postgres://x/y");
     spec.fail_loops.push("invitations-expire".into());
     let args = spec.args();

@@ -107,6 +107,7 @@ const WORDS: &[&str] = &[
     "no-leader",
     "ready",
     "all-ready",
+    "leader-check",
     "standby",
     "server",
     "any",
@@ -227,7 +228,14 @@ fn value() -> impl Strategy<Value = Value> {
 fn words_for(name: &str) -> &'static [&'static str] {
     match name {
         "fault" => super::verbs(),
-        "wait_for" => &["leader", "new-leader", "no-leader", "ready", "all-ready"],
+        "wait_for" => &[
+            "leader",
+            "new-leader",
+            "no-leader",
+            "ready",
+            "all-ready",
+            "leader-check",
+        ],
         "event" => &["demoted", "acquired", "released", "lock_released", "tick"],
         "target" | "replica" | "after" | "heal" | "as" | "handover" => &[
             "leader", "standby", "server", "any", "other", "r1", "r2", "cut", "led",

@@ -148,7 +148,14 @@ mod tests {
     fn words_come_from_the_derive() {
         assert_eq!(
             words::<WaitFor>(),
-            ["leader", "new-leader", "no-leader", "ready", "all-ready"]
+            [
+                "leader",
+                "new-leader",
+                "no-leader",
+                "ready",
+                "all-ready",
+                "leader-check"
+            ]
         );
         assert_eq!(words::<Verb>().len(), 13);
         assert_eq!(words::<Verb>()[6], "kill-backend");

@@ -3,6 +3,7 @@
 //! the [checks](crate::check) and the evidence to the [report](crate::report::evidence).
 //! [`Session`] is the same run taken a step at a time (`harness up`).
 
+mod barrier;
 mod stage;
 mod steps;
 

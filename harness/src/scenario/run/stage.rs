@@ -133,6 +133,11 @@ impl Stage {
     }
 
     /// How often the gauges and pg_locks are sampled.
+    /// The wire read fast until the guard is dropped (a barrier on a wire event).
+    pub(super) fn hurry_wire(&self) -> crate::observe::wire::Hurry {
+        self.wire.hurry()
+    }
+
     pub(super) fn sample_every(&self) -> Duration {
         self.every
     }
@@ -180,6 +185,9 @@ impl Stage {
                         line,
                     },
                 );
+            }
+            for at in p.spawns() {
+                (self.timeline).record_at(at, What::Spawned { replica: replica() });
             }
             for exit in p.exits() {
                 let (code, signal) = (exit.status).map_or((None, None), |s| (s.code(), s.signal()));

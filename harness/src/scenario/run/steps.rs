@@ -115,6 +115,9 @@ impl Player {
     /// condition held, and the leader then.
     async fn wait_for(&mut self, until: WaitFor, within: Option<Span>) -> anyhow::Result<Mark> {
         let limit = within.map_or(10 * self.t, |s| s.at(self.t));
+        if until == WaitFor::LeaderCheck {
+            return self.leader_check(limit).await;
+        }
         let since = Instant::now();
         let running: Vec<String> = (self.stage.replicas.iter_mut())
             .filter_map(|(name, p)| p.is_running().then(|| name.clone()))
@@ -132,6 +135,22 @@ impl Player {
         Ok(self.instant(leader.unwrap_or_default()))
     }
 
+    /// Waits for the leader's next check answered on the wire ([`super::barrier`]); the mark
+    /// is the answer's moment, and the leader.
+    async fn leader_check(&mut self, limit: Duration) -> anyhow::Result<Mark> {
+        let leader = (self.stage.samplers.latest().lock_holder)
+            .ok_or_else(|| anyhow!("no replica holds the lock: no leader's check to wait for"))?;
+        let since_ms = self.now_ms();
+        let _fast = self.stage.hurry_wire();
+        let answered_ms =
+            super::barrier::next_answer(&self.stage.timeline, &leader, since_ms, limit).await?;
+        Ok(Mark {
+            target: leader,
+            at_ms: answered_ms,
+            began_ms: answered_ms,
+        })
+    }
+
     /// Once the samples show a wait's condition, gives the event streams of the replicas that
     /// report events up to T to show it too: the gauge can read 1 before the harness has read
     /// the replica's `acquired` line from its stdout (a loaded CI host did so), and the next
@@ -144,7 +163,7 @@ impl Player {
             WaitFor::NoLeader => {
                 (replicas.values()).all(|p| !reports_events(p) || !says_it_leads(p))
             }
-            WaitFor::Ready | WaitFor::AllReady => true,
+            WaitFor::Ready | WaitFor::AllReady | WaitFor::LeaderCheck => true,
         };
         let deadline = Instant::now() + self.t;
         while !agree(&self.stage.replicas) && Instant::now() < deadline {
@@ -313,5 +332,6 @@ fn holds(until: WaitFor, l: &Latest, before: Option<&String>, running: &[String]
         WaitFor::Ready | WaitFor::AllReady => running
             .iter()
             .all(|r| l.ready.get(r).copied().flatten() == Some(200)),
+        WaitFor::LeaderCheck => false,
     }
 }

@@ -1,0 +1,160 @@
+//! A replica's process that ends on its own: "Run takes part in the election until ctx is
+//! cancelled", and a failed acquire or query leaves the replica standing by ("Run does not
+//! return", RUN-4). An exit the harness did not cause is a finding of its own, named with its
+//! status, whatever else it breaks (an acquisition that never comes, a gap in the leadership).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::check::{count_at_most, verdict_of, Check};
+use crate::fault::Verb;
+use crate::timeline::{Entry, What};
+
+/// Whether `verb` ends (or may end) the process it strikes: a SIGTERM, a SIGKILL, a restart.
+fn ends_the_process(verb: Verb) -> bool {
+    matches!(verb, Verb::Terminate | Verb::Kill | Verb::Restart)
+}
+
+/// How soon after its spawn a process restarted by the harness may exit on its own: the
+/// `restart` verb starts it again, once a second for up to 30 s, while it exits at boot.
+const BOOT_MS: f64 = 1000.0;
+
+/// RUN-4, "Run does not return": every exit of a replica's process came after the harness
+/// ended it (a `terminate`, `kill` or `restart` of that replica since the process was spawned),
+/// at the boot of a process the `restart` verb started (it tries again), or as the harness
+/// stopped the replicas (after its samplers stopped). Judged over the processes the harness
+/// saw spawned; a run with none decides nothing.
+pub fn no_exit_unless_stopped(entries: &[Entry]) -> Check {
+    let stopping_ms = super::wire::model::sampled_until(entries);
+    let (mut processes, mut bad) = (0usize, Vec::new());
+    // Each replica's latest spawn: when, and whether the harness struck its process since.
+    let mut live: BTreeMap<&str, (f64, bool)> = BTreeMap::new();
+    let mut restarted: BTreeSet<&str> = BTreeSet::new();
+    for e in entries {
+        match &e.what {
+            What::Spawned { replica } => {
+                processes += 1;
+                live.insert(replica, (e.t_ms, false));
+            }
+            What::Fault {
+                verb,
+                target,
+                lifted: false,
+            } if ends_the_process(*verb) => {
+                if *verb == Verb::Restart {
+                    restarted.insert(target);
+                }
+                if let Some((_, struck)) = live.get_mut(target.as_str()) {
+                    *struck = true;
+                }
+            }
+            What::Exited {
+                replica,
+                code,
+                signal,
+            } => {
+                let (spawned, struck) = live.remove(replica.as_str()).unwrap_or((0.0, true));
+                let at_boot = restarted.contains(replica.as_str()) && e.t_ms - spawned < BOOT_MS;
+                if !(struck || at_boot) && e.t_ms < stopping_ms {
+                    let how = match (code, signal) {
+                        (Some(code), _) => format!("with status {code}"),
+                        (_, Some(signal)) => format!("by signal {signal}"),
+                        _ => "(status unknown)".to_owned(),
+                    };
+                    bad.push(format!(
+                        "{replica} exited {how} at {:.0} ms, not stopped by the harness (Run \
+                         takes part until it is cancelled)",
+                        e.t_ms
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    let message = match bad.first() {
+        None => format!("{processes} processes, none exited unless the harness stopped it"),
+        Some(first) => format!("{} unexpected exits, first: {first}", bad.len()),
+    };
+    Check::new(
+        "no exit unless stopped",
+        &["RUN-4"],
+        verdict_of(processes, bad.is_empty()),
+        message,
+    )
+    .with_measures(count_at_most("unexpected exits", processes, bad.len(), 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t_ms: f64, what: What) -> Entry {
+        Entry { t_ms, what }
+    }
+
+    fn spawned(t_ms: f64) -> Entry {
+        at(
+            t_ms,
+            What::Spawned {
+                replica: "r1".into(),
+            },
+        )
+    }
+
+    fn exited(t_ms: f64, code: i32) -> Entry {
+        let what = What::Exited {
+            replica: "r1".into(),
+            code: Some(code),
+            signal: None,
+        };
+        at(t_ms, what)
+    }
+
+    fn fault(t_ms: f64, verb: Verb) -> Entry {
+        let what = What::Fault {
+            verb,
+            target: "r1".into(),
+            lifted: false,
+        };
+        at(t_ms, what)
+    }
+
+    fn sample(t_ms: f64) -> Entry {
+        at(t_ms, What::Locks { rows: Vec::new() })
+    }
+
+    /// An exit after a failed acquire, with nothing asking for it, fails RUN-4 and is named; one
+    /// after the harness's SIGTERM, one as the harness stops everything, and one of a process
+    /// killed and spawned again pass.
+    #[test]
+    fn an_exit_the_harness_did_not_cause_fails_run_4() {
+        let c = no_exit_unless_stopped(&[spawned(0.0), exited(500.0, 1), sample(1000.0)]);
+        assert_eq!(c.verdict, crate::check::Verdict::Invalid, "{c}");
+        assert!(
+            c.message.contains("r1 exited with status 1 at 500 ms"),
+            "{c}"
+        );
+        assert_eq!(c.clauses, vec!["RUN-4".to_owned()]);
+        for fine in [
+            vec![
+                spawned(0.0),
+                fault(400.0, Verb::Terminate),
+                exited(500.0, 0),
+                sample(1000.0),
+            ],
+            vec![spawned(0.0), sample(1000.0), exited(1100.0, 0)],
+            vec![
+                spawned(0.0),
+                fault(400.0, Verb::Kill),
+                exited(401.0, 0),
+                spawned(600.0),
+                sample(1000.0),
+                exited(1100.0, 0),
+            ],
+        ] {
+            let c = no_exit_unless_stopped(&fine);
+            assert_eq!(c.verdict, crate::check::Verdict::Valid, "{c}");
+        }
+        let c = no_exit_unless_stopped(&[sample(1000.0)]);
+        assert_eq!(c.verdict, crate::check::Verdict::Unknown, "{c}");
+    }
+}
