@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail};
+use anyhow::anyhow;
 use wiretap::WireEvent;
 
 use crate::timeline::{Entry, Timeline, What};
@@ -53,21 +53,27 @@ fn answers(e: &Entry, leader: &str, conn: u64) -> bool {
         if replica == leader && *c == conn)
 }
 
+/// How often the whole timeline is searched for the leader's lock connection while it is not
+/// there yet (a copy of the timeline each time: less often than the answer is looked for).
+const SEARCH_EVERY: Duration = Duration::from_millis(10);
+
 /// Waits until an answer on `leader`'s lock connection is on `timeline` later than `since_ms`
-/// (the journals must be read fast meanwhile: the caller holds a hurry); fails after `limit`,
-/// or at once when the leader's lock connection is not on the wire.
+/// (the journals must be read fast meanwhile: the caller holds a hurry); fails after `limit`.
+/// The grant that names that connection may reach the timeline after the wait began (the
+/// reader was between two reads): it is waited for too, within the same limit.
 pub(super) async fn next_answer(
     timeline: &Timeline,
     leader: &str,
     since_ms: f64,
     limit: Duration,
 ) -> anyhow::Result<f64> {
-    // What the reader read before the hurry began is on the timeline within one fast read.
-    tokio::time::sleep(LOOK_EVERY * 4).await;
-    let Some(conn) = lock_conn(&timeline.entries(), leader) else {
-        bail!("{leader}'s lock connection is not on the wire (no journal, or no lock call seen)");
-    };
     let wait = async {
+        let conn = loop {
+            if let Some(conn) = lock_conn(&timeline.entries(), leader) {
+                break conn;
+            }
+            tokio::time::sleep(SEARCH_EVERY).await;
+        };
         loop {
             let later = timeline.entries_after(since_ms);
             if let Some(e) = later.iter().find(|e| answers(e, leader, conn)) {
@@ -77,7 +83,16 @@ pub(super) async fn next_answer(
         }
     };
     tokio::time::timeout(limit, wait).await.map_err(|_| {
-        anyhow!("no check of {leader}'s answered on its lock connection {conn} within {limit:?}")
+        let seen = lock_conn(&timeline.entries(), leader);
+        match seen {
+            None => anyhow!(
+                "{leader}'s lock connection did not reach the wire within {limit:?} (no journal, \
+                 or no lock call seen)"
+            ),
+            Some(conn) => anyhow!(
+                "no check of {leader}'s answered on its lock connection {conn} within {limit:?}"
+            ),
+        }
     })
 }
 
@@ -102,6 +117,43 @@ mod tests {
             sql: sql.into(),
             params: Vec::new(),
         }
+    }
+
+    fn answer() -> WireEvent {
+        WireEvent::Answer {
+            id: 1,
+            outcome: wiretap::Outcome::Done {
+                tags: vec!["SELECT 1".into()],
+                rows: 1,
+                row: None,
+            },
+        }
+    }
+
+    /// Clean-clone CI at 3a09d32 (`gallery::case_31_unlock_no_deadline`): the barrier began
+    /// before the wire reader had put the leader's grant on the timeline (at 5 times the
+    /// suite's T it reads every 500 ms, woken by the hurry), looked once after 4 ms and gave
+    /// up: "r1's lock connection is not on the wire". It must wait for the grant as for the
+    /// answer, within its limit.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn the_barrier_waits_for_the_grant_to_reach_the_timeline() {
+        let timeline = Timeline::new();
+        let late = timeline.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let grant = statement("SELECT pg_try_advisory_lock(1886156915, 1)");
+            for (ms, event) in [(0, grant), (40, answer())] {
+                let at = late.start() + Duration::from_millis(ms);
+                let what = What::Wire {
+                    replica: "r1".into(),
+                    conn: 2,
+                    event,
+                };
+                late.record_at(at, what);
+            }
+        });
+        let got = next_answer(&timeline, "r1", 10.0, Duration::from_secs(1)).await;
+        assert_eq!(got.ok(), Some(40.0));
     }
 
     #[test]
