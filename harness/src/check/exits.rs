@@ -14,6 +14,11 @@ fn ends_the_process(verb: Verb) -> bool {
     matches!(verb, Verb::Terminate | Verb::Kill | Verb::Restart)
 }
 
+/// How long after an exit the fault that caused it may be stamped: a fault is put on the
+/// timeline when its call returns, which for a SIGKILL can come after the harness reaped the
+/// process (0.5 ms after, seen with the Go replica).
+const FAULT_STAMP_LAG_MS: f64 = 1000.0;
+
 /// How soon after its spawn a process restarted by the harness may exit on its own: the
 /// `restart` verb starts it again, once a second for up to 30 s, while it exits at boot.
 const BOOT_MS: f64 = 1000.0;
@@ -54,7 +59,8 @@ pub fn no_exit_unless_stopped(entries: &[Entry]) -> Check {
             } => {
                 let (spawned, struck) = live.remove(replica.as_str()).unwrap_or((0.0, true));
                 let at_boot = restarted.contains(replica.as_str()) && e.t_ms - spawned < BOOT_MS;
-                if !(struck || at_boot) && e.t_ms < stopping_ms {
+                let stamped_after = struck_soon_after(entries, replica, e.t_ms);
+                if !(struck || at_boot || stamped_after) && e.t_ms < stopping_ms {
                     let how = match (code, signal) {
                         (Some(code), _) => format!("with status {code}"),
                         (_, Some(signal)) => format!("by signal {signal}"),
@@ -81,6 +87,18 @@ pub fn no_exit_unless_stopped(entries: &[Entry]) -> Check {
         message,
     )
     .with_measures(count_at_most("unexpected exits", processes, bad.len(), 0))
+}
+
+/// Whether a fault that ends `replica`'s process is stamped within [`FAULT_STAMP_LAG_MS`]
+/// after `exit_ms`.
+fn struck_soon_after(entries: &[Entry], replica: &str, exit_ms: f64) -> bool {
+    (entries.iter())
+        .skip_while(|e| e.t_ms < exit_ms)
+        .take_while(|e| e.t_ms <= exit_ms + FAULT_STAMP_LAG_MS)
+        .any(|e| {
+            matches!(&e.what, What::Fault { verb, target, lifted: false }
+                if target == replica && ends_the_process(*verb))
+        })
 }
 
 #[cfg(test)]
@@ -156,5 +174,26 @@ mod tests {
         }
         let c = no_exit_unless_stopped(&[sample(1000.0)]);
         assert_eq!(c.verdict, crate::check::Verdict::Unknown, "{c}");
+    }
+
+    /// `ci/flake-rate.sh` with the Go replica, killed-leader, 2 of 10 runs: the harness's
+    /// SIGKILL was stamped on the timeline when the fault call returned, 0.5 ms after the
+    /// process was reaped ("r1 exited by signal 9 at 111 ms, not stopped by the harness"). A
+    /// fault stamped just after the exit it caused still caused it.
+    #[test]
+    fn a_kill_stamped_just_after_the_exit_it_caused_explains_it() {
+        let killed = What::Exited {
+            replica: "r1".into(),
+            code: None,
+            signal: Some(9),
+        };
+        let entries = [
+            spawned(7.5),
+            at(110.7, killed),
+            fault(111.3, Verb::Kill),
+            sample(1000.0),
+        ];
+        let c = no_exit_unless_stopped(&entries);
+        assert_eq!(c.verdict, crate::check::Verdict::Valid, "{c}");
     }
 }
