@@ -31,36 +31,34 @@ const BOOT_MS: f64 = 1000.0;
 pub fn no_exit_unless_stopped(entries: &[Entry]) -> Check {
     let stopping_ms = super::wire::model::sampled_until(entries);
     let (mut processes, mut bad) = (0usize, Vec::new());
-    // Each replica's latest spawn: when, and whether the harness struck its process since.
-    let mut live: BTreeMap<&str, (f64, bool)> = BTreeMap::new();
+    // Each replica's latest spawn, and the replicas the `restart` verb has started again.
+    let mut spawned_at: BTreeMap<&str, f64> = BTreeMap::new();
     let mut restarted: BTreeSet<&str> = BTreeSet::new();
     for e in entries {
         match &e.what {
             What::Spawned { replica } => {
                 processes += 1;
-                live.insert(replica, (e.t_ms, false));
+                spawned_at.insert(replica, e.t_ms);
             }
             What::Fault {
-                verb,
+                verb: Verb::Restart,
                 target,
                 lifted: false,
-            } if ends_the_process(*verb) => {
-                if *verb == Verb::Restart {
-                    restarted.insert(target);
-                }
-                if let Some((_, struck)) = live.get_mut(target.as_str()) {
-                    *struck = true;
-                }
+            } => {
+                restarted.insert(target);
             }
             What::Exited {
                 replica,
                 code,
                 signal,
             } => {
-                let (spawned, struck) = live.remove(replica.as_str()).unwrap_or((0.0, true));
+                // An exit of a process whose spawn was not seen is not judged.
+                let Some(spawned) = spawned_at.remove(replica.as_str()) else {
+                    continue;
+                };
+                let struck = struck_between(entries, replica, spawned, e.t_ms + FAULT_STAMP_LAG_MS);
                 let at_boot = restarted.contains(replica.as_str()) && e.t_ms - spawned < BOOT_MS;
-                let stamped_after = struck_soon_after(entries, replica, e.t_ms);
-                if !(struck || at_boot || stamped_after) && e.t_ms < stopping_ms {
+                if !(struck || at_boot) && e.t_ms < stopping_ms {
                     let how = match (code, signal) {
                         (Some(code), _) => format!("with status {code}"),
                         (_, Some(signal)) => format!("by signal {signal}"),
@@ -89,12 +87,12 @@ pub fn no_exit_unless_stopped(entries: &[Entry]) -> Check {
     .with_measures(count_at_most("unexpected exits", processes, bad.len(), 0))
 }
 
-/// Whether a fault that ends `replica`'s process is stamped within [`FAULT_STAMP_LAG_MS`]
-/// after `exit_ms`.
-fn struck_soon_after(entries: &[Entry], replica: &str, exit_ms: f64) -> bool {
-    (entries.iter())
-        .skip_while(|e| e.t_ms < exit_ms)
-        .take_while(|e| e.t_ms <= exit_ms + FAULT_STAMP_LAG_MS)
+/// Whether a fault that ends `replica`'s process is stamped in `[from_ms, to_ms]` (`entries`
+/// are in time order).
+fn struck_between(entries: &[Entry], replica: &str, from_ms: f64, to_ms: f64) -> bool {
+    let first = entries.partition_point(|e| e.t_ms < from_ms);
+    (entries[first..].iter())
+        .take_while(|e| e.t_ms <= to_ms)
         .any(|e| {
             matches!(&e.what, What::Fault { verb, target, lifted: false }
                 if target == replica && ends_the_process(*verb))

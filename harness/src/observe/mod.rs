@@ -155,8 +155,7 @@ impl Samplers {
         let last: Arc<std::sync::Mutex<LastGauges>> = Arc::default();
         for r in targets.clone() {
             let (tok, c, last) = (token.clone(), client.clone(), last.clone());
-            let tok = (tok, timeline.clone());
-            tasks.spawn(poll_gauge(tok, c, r, last, every));
+            tasks.spawn(poll_gauge(tok, timeline.clone(), c, r, last, every));
         }
         let gauges = Sink {
             timeline: timeline.clone(),
@@ -235,7 +234,8 @@ struct Sink {
 /// Keeps `r`'s last gauge answer in `last`, every `every`; records on `timeline` the labels
 /// its gauge carries, when first seen and whenever they change (MET-1).
 async fn poll_gauge(
-    (tok, timeline): (CancellationToken, Timeline),
+    tok: CancellationToken,
+    timeline: Timeline,
     c: reqwest::Client,
     r: Target,
     last: Arc<std::sync::Mutex<LastGauges>>,

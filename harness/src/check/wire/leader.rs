@@ -3,11 +3,10 @@
 //! check demotes (RUN-5: nothing is sent after it but the release), and that its release after
 //! a SIGTERM is bounded by the unlock's 2 s deadline, answered or not (RUN-6).
 
-use wiretap::{Closer, Outcome};
+use wiretap::Closer;
 
-use super::lock_session::visible_sessions as visible;
+use super::lock_session::{held_statements, visible_sessions as visible};
 use super::model::{LockSession, Stmt};
-use super::sql;
 use super::Wire;
 use crate::check::{count_at_most, in_t, ms_of, t_of, verdict_of, Check, Measure, Unit};
 
@@ -23,10 +22,6 @@ fn after_grant<'a>(w: &'a Wire, l: &LockSession) -> &'a [Stmt] {
     c.statements.get(l.grant + 1..).unwrap_or_default()
 }
 
-fn unlocks(s: &Stmt) -> bool {
-    s.reading.as_ref().is_ok_and(sql::Reading::unlocks)
-}
-
 /// RUN-5, what the check is: "on the leader, a check runs SELECT 1 on the held connection".
 /// A check that asks for the lock again (`pg_try_advisory_lock`, `pg_advisory_lock`) on the
 /// session that holds it is granted at once, and each grant stacks one more hold, which the
@@ -36,9 +31,7 @@ pub(super) fn leader_checks_take_no_lock(w: &Wire) -> Check {
     let (mut n, mut bad) = (0usize, Vec::new());
     for l in visible(w) {
         n += 1;
-        let relock = (after_grant(w, l).iter())
-            .take_while(|s| l.ended_ms.is_none_or(|e| s.sent_ms <= e))
-            .find(|s| s.asks());
+        let relock = held_statements(w, l).find(|s| s.asks());
         if let Some(s) = relock {
             bad.push(format!(
                 "{} asked for the lock again on the session that held it at {:.0} ms ({:?}; {})",
@@ -62,16 +55,14 @@ pub(super) fn leader_checks_take_no_lock(w: &Wire) -> Check {
     .with_measures(count_at_most("lock sessions re-locked", n, bad.len(), 0))
 }
 
-/// When the check `s` failed, as the wire shows it: its error's answer, or T after it was sent
-/// when no answer came within T and the slack (`end_ms`: the last moment the wire shows; a
-/// statement sent too near it is not judged).
+/// When the check `s` failed, as the wire shows it ([`Stmt::failed_at`]), or T after it was
+/// sent when its answer came later than T and the slack.
 fn failed_at(s: &Stmt, t: f64, slack: f64, end_ms: f64) -> Option<f64> {
-    match &s.answer {
-        Some((at, Outcome::Error { .. })) => Some(*at),
+    let late = || match &s.answer {
         Some((at, _)) if *at > s.sent_ms + t + slack => Some(s.sent_ms + t),
-        None if s.sent_ms + t + slack < end_ms => Some(s.sent_ms + t),
         _ => None,
-    }
+    };
+    s.failed_at(t, slack, end_ms).or_else(late)
 }
 
 /// RUN-5, "either one demotes the replica": once a check on the lock session has failed (an
@@ -82,16 +73,15 @@ fn failed_at(s: &Stmt, t: f64, slack: f64, end_ms: f64) -> Option<f64> {
 /// more on it anyway: the demotion's timing then tells, RUN-5's and DEM-2's expectations.)
 pub(super) fn nothing_after_a_failed_check(w: &Wire) -> Check {
     let (t, slack) = (ms_of(w.b.t), ms_of(w.b.slack));
-    let end_ms = super::lock_session::last_seen(w);
     let (mut failed, mut bad) = (0usize, Vec::new());
     for l in visible(w) {
         let statements = after_grant(w, l);
         let first = (statements.iter().enumerate())
-            .take_while(|(_, s)| !unlocks(s))
-            .find_map(|(i, s)| failed_at(s, t, slack, end_ms).map(|at| (i, at)));
+            .take_while(|(_, s)| !s.unlocks())
+            .find_map(|(i, s)| failed_at(s, t, slack, w.end_ms).map(|at| (i, at)));
         let Some((i, at)) = first else { continue };
         failed += 1;
-        let later = (statements[i + 1..].iter()).find(|s| !unlocks(s) && s.sent_ms > at);
+        let later = (statements[i + 1..].iter()).find(|s| !s.unlocks() && s.sent_ms > at);
         if let Some(s) = later {
             bad.push(format!(
                 "{} sent {:?} on its lock session at {:.0} ms, {} after a check there failed \
@@ -136,7 +126,6 @@ pub(super) fn nothing_after_a_failed_check(w: &Wire) -> Check {
 /// never closed. A connection the proxy itself ended (a fault) is not judged.
 pub(super) fn release_within_its_deadline(w: &Wire) -> Check {
     let bound = UNLOCK_DEADLINE_MS + ms_of(w.b.slack) + RELEASE_ALLOWANCE_T * ms_of(w.b.t);
-    let end_ms = super::lock_session::last_seen(w);
     let (mut n, mut bad, mut worst) = (0usize, Vec::new(), 0.0f64);
     for (r, at) in &w.terminations {
         let held = visible(w)
@@ -147,7 +136,7 @@ pub(super) fn release_within_its_deadline(w: &Wire) -> Check {
             Some((_, Closer::Proxy, _)) => continue,
             Some((closed, Closer::Client, _)) => (true, closed - at),
             Some((closed, Closer::Server, _)) => (false, closed - at),
-            None => (false, end_ms - at),
+            None => (false, w.end_ms - at),
         };
         if !by_replica && seen <= bound {
             continue;

@@ -9,13 +9,16 @@ use std::collections::BTreeMap;
 use wiretap::Outcome;
 
 use super::model::{LockSession, Stmt};
-use super::sql::{self, Arg};
+use super::sql::Arg;
 use super::{median, Wire, BOUND_INTERVALS, CADENCE_TOLERANCE, IDLE_TIMEOUT};
 use crate::check::{count_at_most, in_t, ms_of, t_of, verdict_of, Check, Measure, Unit};
 use crate::fault::UNLOCK_ALL;
 
 /// The statements on a lock session after its grant, while it held the lock.
-fn held_statements<'a>(w: &'a Wire, l: &'a LockSession) -> impl Iterator<Item = &'a Stmt> + 'a {
+pub(super) fn held_statements<'a>(
+    w: &'a Wire,
+    l: &'a LockSession,
+) -> impl Iterator<Item = &'a Stmt> + 'a {
     (w.conns[l.conn].statements.iter().skip(l.grant + 1))
         .take_while(move |s| l.ended_ms.is_none_or(|e| s.sent_ms <= e))
 }
@@ -179,7 +182,7 @@ pub(super) fn ended_only_by_demotion_or_release(w: &Wire) -> Check {
                 .skip(l.grant + 1)
                 .filter(|s| s.sent_ms <= closed)
         };
-        let released = after_grant().any(|s| s.reading.as_ref().is_ok_and(sql::Reading::unlocks));
+        let released = after_grant().any(Stmt::unlocks);
         let failed = after_grant().any(|s| {
             matches!(&s.answer, None | Some((_, Outcome::Error { .. })))
                 || s.answer.as_ref().is_some_and(|(at, _)| *at > closed)
@@ -296,7 +299,7 @@ pub(super) fn leader_cadence(w: &Wire) -> Check {
     let mut gaps = Vec::new();
     for l in visible_sessions(w) {
         let checks: Vec<&Stmt> = (held_statements(w, l))
-            .filter(|s| !work(s) && !s.reading.as_ref().is_ok_and(sql::Reading::unlocks))
+            .filter(|s| !work(s) && !s.unlocks())
             .collect();
         for pair in checks.windows(2) {
             let (a, z) = (pair[0], pair[1]);
@@ -333,39 +336,22 @@ pub(super) fn leader_cadence(w: &Wire) -> Check {
     c
 }
 
-/// The last moment the wire shows: its last statement sent or connection closed.
-pub(super) fn last_seen(w: &Wire) -> f64 {
-    (w.conns.iter())
-        .flat_map(|c| {
-            c.statements
-                .iter()
-                .map(|s| s.sent_ms)
-                .chain(c.closed.map(|c| c.0))
-        })
-        .fold(0.0, f64::max)
-}
-
 /// DEM-1: a check on the lock session that fails (an error, or no answer within T) ends with
 /// the connection closed: by the replica within T of the failure, or by the server before.
 pub(super) fn closed_after_a_failed_check(w: &Wire) -> Check {
     let (t, slack) = (ms_of(w.b.t), ms_of(w.b.slack));
-    let end_ms = last_seen(w);
     let (mut failed, mut bad, mut worst) = (0usize, Vec::new(), 0.0f64);
     for l in visible_sessions(w) {
         let c = &w.conns[l.conn];
         // The release is not a check: its unlock has a deadline of its own (RUN-6), and once
         // it has begun a check still in flight fails into it, not into a demotion.
         let released = (held_statements(w, l))
-            .find(|s| s.reading.as_ref().is_ok_and(sql::Reading::unlocks))
+            .find(|s| s.unlocks())
             .map(|s| s.sent_ms);
-        let checks = (held_statements(w, l))
-            .take_while(|s| !s.reading.as_ref().is_ok_and(sql::Reading::unlocks));
+        let checks = held_statements(w, l).take_while(|s| !s.unlocks());
         for s in checks {
-            let failed_at = match &s.answer {
-                Some((at, Outcome::Error { .. })) => *at,
-                Some(_) => continue,
-                None if s.sent_ms + t + slack < end_ms => s.sent_ms + t,
-                None => continue,
+            let Some(failed_at) = s.failed_at(t, slack, w.end_ms) else {
+                continue;
             };
             if released.is_some_and(|r| r <= failed_at) {
                 break;

@@ -124,6 +124,8 @@ struct Wire<'a> {
     lives: Vec<(String, f64, bool)>,
     /// When the samplers stopped: the harness stops the replicas after it.
     sampled_until: f64,
+    /// The last moment the wire shows: its last statement sent or connection closed.
+    end_ms: f64,
     /// Each term's end a replica reported (its event stream: demoted, released, abandoned).
     ended: Vec<(String, f64)>,
     setup: &'a WireSetup,
@@ -199,6 +201,7 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         terminations,
         lives,
         sampled_until,
+        end_ms: last_seen(conns),
         ended,
         setup,
         b,
@@ -226,6 +229,18 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         return all;
     }
     all.into_iter().map(untapped).collect()
+}
+
+/// The last moment `conns` show: their last statement sent or connection closed.
+fn last_seen(conns: &[Conn]) -> f64 {
+    (conns.iter())
+        .flat_map(|c| {
+            c.statements
+                .iter()
+                .map(|s| s.sent_ms)
+                .chain(c.closed.map(|c| c.0))
+        })
+        .fold(0.0, f64::max)
 }
 
 /// `c` not run for want of a wire journal (the proxies are upstream Toxiproxy's).

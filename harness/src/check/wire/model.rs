@@ -38,7 +38,23 @@ impl Stmt {
 
     /// Whether it asks for the lock: an advisory-lock call that is not a release.
     pub fn asks(&self) -> bool {
-        self.locks() && !self.reading.as_ref().is_ok_and(Reading::unlocks)
+        self.locks() && !self.unlocks()
+    }
+
+    /// Whether it releases the lock (`pg_advisory_unlock`).
+    pub fn unlocks(&self) -> bool {
+        self.reading.as_ref().is_ok_and(Reading::unlocks)
+    }
+
+    /// When it failed as a check, as the wire shows it: its error's answer, or T (`t`, ms)
+    /// after it was sent when no answer came at all; `None` when it was answered, or sent too
+    /// near `end_ms` (the last moment the wire shows, less T and `slack`) to tell.
+    pub fn failed_at(&self, t: f64, slack: f64, end_ms: f64) -> Option<f64> {
+        match &self.answer {
+            Some((at, Outcome::Error { .. })) => Some(*at),
+            None if self.sent_ms + t + slack < end_ms => Some(self.sent_ms + t),
+            _ => None,
+        }
     }
 
     /// Whether it is a lock call (not a release) whose answer granted the lock ([`GRANTED`] in
@@ -106,7 +122,7 @@ impl Conn {
     /// [`lock_sessions`] and [`grants_held`].
     pub fn grant_ended(&self, i: usize) -> Option<f64> {
         let unlocked = (self.statements.iter().skip(i + 1))
-            .filter(|u| u.succeeded() && u.reading.as_ref().is_ok_and(Reading::unlocks))
+            .filter(|u| u.succeeded() && u.unlocks())
             .find_map(|u| u.answer.as_ref().map(|(at, _)| *at));
         let closed = self.closed.map(|(at, ..)| at);
         [unlocked, closed].into_iter().flatten().reduce(f64::min)
@@ -541,8 +557,7 @@ fn closes(entries: &[Entry], wire: &WireModel, then_led: bool) -> Vec<(String, f
     let mut v: Vec<(String, f64)> = (sessions.iter())
         .filter_map(|l| {
             let c = &conns[l.conn];
-            let released = (c.statements.iter().skip(l.grant + 1))
-                .any(|s| s.reading.as_ref().is_ok_and(Reading::unlocks));
+            let released = (c.statements.iter().skip(l.grant + 1)).any(Stmt::unlocks);
             match c.closed {
                 Some((at, Closer::Client, _)) if !released && at <= until => {
                     Some((l.replica.clone(), at))

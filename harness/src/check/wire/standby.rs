@@ -85,10 +85,8 @@ const FIRST_CHECK_WITHIN_T: f64 = 0.5;
 pub(super) fn first_check_at_start(w: &Wire) -> Check {
     let (t, slack) = (ms_of(w.b.t), ms_of(w.b.slack));
     let (mut n, mut bad, mut worst) = (0usize, Vec::new(), 0.0f64);
-    for (i, (r, spawned, _)) in (w.lives.iter().enumerate()).filter(|(_, l)| l.2) {
-        if w.b.t < FIRST_CHECK_MIN_T {
-            break;
-        }
+    let judged = w.b.t >= FIRST_CHECK_MIN_T;
+    for (i, (r, spawned, _)) in (w.lives.iter().enumerate()).filter(|(_, l)| judged && l.2) {
         let ended = (w.lives[i + 1..].iter())
             .find(|(o, _, spawn)| o == r && !spawn)
             .map_or(f64::INFINITY, |e| e.1);
@@ -105,7 +103,7 @@ pub(super) fn first_check_at_start(w: &Wire) -> Check {
             Some(first) => first - spawned,
             None if calls.count() == 0 => continue,
             None if ended.is_finite() => ended - spawned,
-            None => super::lock_session::last_seen(w) - spawned,
+            None => w.end_ms - spawned,
         };
         n += 1;
         worst = worst.max(took);
