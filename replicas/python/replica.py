@@ -120,6 +120,11 @@ FLAWS = {
                    "start (a ticker that fires first after T)"),
     "warm-up": ("RUN-1", "default-interval", "it waits 1.5 intervals after the start, for its "
                 "pool to warm up, before its first check"),
+    "gauge-late": ("DEM-1, DEM-2", "leader-partition", "on a failed check the leader closes its "
+                   "lock connection first and ends its term (the gauge to 0) one interval "
+                   "later"),
+    "warn-first": ("DEM-1, DEM-2", "leader-partition", "on a failed check the leader logs its "
+                   "WARN line first, then ends its term and closes one interval later"),
 }
 
 
@@ -272,6 +277,7 @@ class Elector:
                            "IS NOT NULL",
         }.get(flaw, "SELECT pg_backend_pid(), true")
         self.forgiven = False  # flaws forgive-error and forgive-silence: one failure let pass
+        self.cleaning_up = False  # flaws gauge-late and warn-first: a demotion under way
         if settings.verify and flaw != "blind-verify":
             self.check_sql = ("SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks WHERE "
                               "locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND "
@@ -433,7 +439,7 @@ class Elector:
         late-work: and for 3T after a demotion)."""
         late = (self.flaw == "late-work" and self.demoted_at is not None
                 and time.monotonic() - self.demoted_at < 3 * self.t)
-        return self.leads() or late
+        return (self.leads() and not self.cleaning_up) or late
 
     async def work(self):
         """One pass of leader-only work while this replica leads: a row in leader_work."""
@@ -460,14 +466,30 @@ class Elector:
         self.pool.put(conn)
 
     async def demote(self, cause):
+        level = logging.INFO if self.flaw == "quiet-demotion" else logging.WARNING
+        if self.flaw == "gauge-late":
+            # The connection closes while the term still runs: the gauge reads 1 for one more
+            # interval of clean-up (no work is started in it).
+            self.cleaning_up = True
+            close(self.lock_conn)
+            await asyncio.sleep(self.t)
+            self.cleaning_up = False
+        elif self.flaw == "warn-first":
+            # The WARN line first, then one interval of clean-up, then the term and the close.
+            self.log.log(level, "background leader lock lost: %s", cause)
+            self.cleaning_up = True
+            await asyncio.sleep(self.t)
+            self.cleaning_up = False
         conn, self.lock_conn = self.lock_conn, None
         self.demoted_at = time.monotonic()
-        if self.flaw == "keep-open":
+        if self.flaw == "gauge-late":
+            pass
+        elif self.flaw == "keep-open":
             self.kept.append(conn)
         else:
             close(conn)
-        level = logging.INFO if self.flaw == "quiet-demotion" else logging.WARNING
-        self.log.log(level, "background leader lock lost: %s", cause)
+        if self.flaw != "warn-first":
+            self.log.log(level, "background leader lock lost: %s", cause)
 
     async def release(self):
         conn, self.lock_conn = self.lock_conn, None

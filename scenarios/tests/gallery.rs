@@ -43,7 +43,7 @@ async fn judged(flaw: &str, scenarios: &[&str]) -> Report {
 /// and the scenarios that decide them. `replicas/python/replica.py` keeps the same table
 /// (`--flaw json`, for `ci/gallery-rate.py`); [`the_programs_table_is_the_gallerys`] holds them
 /// equal.
-const GALLERY: [(&str, &[&str], &[&str]); 36] = [
+const GALLERY: [(&str, &[&str], &[&str]); 38] = [
     ("fresh-backend", &["RUN-2"], &["steady-election"]),
     ("set-before-outcome", &["RUN-2"], &["steady-election"]),
     ("lock-on-pool", &["RUN-3", "SESS-1"], &["steady-election"]),
@@ -136,6 +136,11 @@ const GALLERY: [(&str, &[&str], &[&str]); 36] = [
     // A failed acquire ends it: its exit is named (`no exit unless stopped`), and no
     // acquisition follows the restart.
     ("exit-on-error", &["RUN-4"], &["server-restart"]),
+    // A demotion out of the page's order (DEM-1's check of it): the connection closed while
+    // the gauge still reads 1, or the WARN line a whole interval before the close. Either way
+    // the term ends an interval late, past DEM-2's 2T.
+    ("gauge-late", &["DEM-1", "DEM-2"], &["leader-partition"]),
+    ("warn-first", &["DEM-1", "DEM-2"], &["leader-partition"]),
 ];
 
 /// Each flaw of [`GALLERY`] fails exactly the clauses it breaks on its scenarios.
@@ -176,6 +181,8 @@ const GALLERY: [(&str, &[&str], &[&str]); 36] = [
 #[case::warm_up("warm-up")]
 #[case::labelled_gauge("labelled-gauge")]
 #[case::exit_on_error("exit-on-error")]
+#[case::gauge_late("gauge-late")]
+#[case::warn_first("warn-first")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flaw_fails_exactly_the_clauses_it_breaks(#[case] flaw: &str) {
     let (_, breaks, scenarios) = (GALLERY.iter())

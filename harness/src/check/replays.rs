@@ -156,3 +156,15 @@ fn no_exit_a_leader_unanswered_when_sampling_stopped_still_leads() {
     );
     assert_eq!(c.verdict, Verdict::Valid, "{c}");
 }
+
+/// `chaos::case_1_seed_4` (the demotion's order, before it was landed): r3 demoted in order at
+/// 35936 ms and was granted again at 36191 ms; a gauge sample whose oldest ask (another
+/// replica's) came before that grant carried r3's 1 of the new term, read as the old term
+/// outliving its connection (DEM-1). The history is r3's lock connection and the connection of
+/// its next grant, with the samples, faults and r3's WARN lines from 34 s.
+#[test]
+fn chaos_4_a_gauge_reading_of_the_next_term() {
+    let entries = entries("chaos-4-gauge-of-the-next-term");
+    let c = wire_check(&entries, "the demotion's order");
+    assert_eq!(c.verdict, Verdict::Valid, "{c}");
+}

@@ -57,7 +57,7 @@ pub(super) fn leader_checks_take_no_lock(w: &Wire) -> Check {
 
 /// When the check `s` failed, as the wire shows it ([`Stmt::failed_at`]), or T after it was
 /// sent when its answer came later than T and the slack.
-fn failed_at(s: &Stmt, t: f64, slack: f64, end_ms: f64) -> Option<f64> {
+pub(super) fn failed_at(s: &Stmt, t: f64, slack: f64, end_ms: f64) -> Option<f64> {
     let late = || match &s.answer {
         Some((at, _)) if *at > s.sent_ms + t + slack => Some(s.sent_ms + t),
         _ => None,

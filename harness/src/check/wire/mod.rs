@@ -15,6 +15,7 @@
 //! | `idle_session_timeout on the lock session` | ORPH-1 | 4T in force on the lock session from its grant |
 //! | `leader cadence` | RUN-5 | a check on the lock session every T |
 //! | `lock connection closed after a failed check` | DEM-1 | an error or no answer within T on the lock session closes it |
+//! | `the demotion's order` | DEM-1 | after a failed check the replica closes its lock connection itself with its term already ended (no gauge reading of 1 asked after the close) and writes its WARN line after the close (a WARN read a quarter of T or more before it, none near it, fails) |
 //! | `leader checks take no lock` | RUN-5 | a check on the lock session never asks for the lock again (session locks stack: one unlock would not release it) |
 //! | `the first failed check demotes` | RUN-5 | once a check on the lock session has failed, nothing but the release is sent on it: the first failed check demotes |
 //! | `release within its deadline` | RUN-6 | after a SIGTERM, the leader closes its lock connection within the unlock's 2 s deadline, answered or not |
@@ -26,6 +27,7 @@
 //! replicas (POOL-1 shows that hazard). Behind a session-mode pooler a client connection keeps
 //! one server session, so the lock session is found by the holder's `application_name`.
 
+mod demotion;
 mod leader;
 mod lock_session;
 pub mod model;
@@ -34,6 +36,7 @@ mod standby;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use self::demotion::{demotion_in_order, GaugeRead};
 use self::leader::{
     leader_checks_take_no_lock, nothing_after_a_failed_check, release_within_its_deadline,
 };
@@ -47,6 +50,7 @@ use self::standby::{
     first_check_at_start, lock_calls, refused_checks_leave_the_pool_alone, standby_cadence,
 };
 use super::{ms_of, Bounds, Check, Verdict};
+use crate::check::log_level::LogLevel;
 use crate::event::ReplicaEvent;
 use crate::timeline::{Entry, What};
 
@@ -128,6 +132,10 @@ struct Wire<'a> {
     end_ms: f64,
     /// Each term's end a replica reported (its event stream: demoted, released, abandoned).
     ended: Vec<(String, f64)>,
+    /// Each gauge reading of a replica, when it was asked for (level 1 and above).
+    gauges: Vec<GaugeRead>,
+    /// Each WARN line (or above) of a replica's log, when the harness read it.
+    warns: Vec<(String, f64)>,
     setup: &'a WireSetup,
     b: &'a Bounds,
 }
@@ -203,6 +211,8 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         sampled_until,
         end_ms: last_seen(conns),
         ended,
+        gauges: gauge_reads(entries),
+        warns: warn_lines(entries),
         setup,
         b,
     };
@@ -217,6 +227,7 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         idle_timeout_on_the_lock_session(&w),
         leader_cadence(&w),
         closed_after_a_failed_check(&w),
+        demotion_in_order(&w),
         leader_checks_take_no_lock(&w),
         nothing_after_a_failed_check(&w),
         release_within_its_deadline(&w),
@@ -229,6 +240,38 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         return all;
     }
     all.into_iter().map(untapped).collect()
+}
+
+/// Every replica's gauge readings on the timeline, each with when it was asked for: a sample's
+/// oldest ask stands for all of its values (each was asked for at or after it).
+fn gauge_reads(entries: &[Entry]) -> Vec<GaugeRead> {
+    (entries.iter())
+        .flat_map(|e| match &e.what {
+            What::Gauges { values, asked_ms } => (values.iter())
+                .filter_map(|(r, v)| {
+                    v.map(|value| GaugeRead {
+                        replica: r.clone(),
+                        asked_ms: asked_ms.unwrap_or(e.t_ms),
+                        read_ms: e.t_ms,
+                        value,
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Every log line at WARN or above ([`LogLevel::of`]), with when the harness read it.
+fn warn_lines(entries: &[Entry]) -> Vec<(String, f64)> {
+    (entries.iter())
+        .filter_map(|e| match &e.what {
+            What::Log { replica, line } if LogLevel::of(line) >= Some(LogLevel::Warn) => {
+                Some((replica.clone(), e.t_ms))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The last moment `conns` show: their last statement sent or connection closed.

@@ -9,6 +9,7 @@ use crate::check::tests::bounds;
 use crate::check::{Check, Verdict};
 use crate::timeline::{Entry, What};
 
+mod demotion;
 mod holders;
 mod leader;
 

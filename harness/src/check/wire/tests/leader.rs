@@ -17,7 +17,7 @@ const UNLOCK: &str = "SELECT pg_advisory_unlock(1886156915, 1)";
 
 impl History {
     /// `sql` sent at `t_ms` on `replica`'s connection `conn`, never answered.
-    fn unanswered(&mut self, t_ms: f64, replica: &str, conn: u64, sql: &str) {
+    pub(super) fn unanswered(&mut self, t_ms: f64, replica: &str, conn: u64, sql: &str) {
         self.ids += 1;
         let event = WireEvent::Statement {
             id: self.ids,
@@ -27,12 +27,12 @@ impl History {
         self.wire(t_ms, replica, conn, event);
     }
 
-    fn push(&mut self, t_ms: f64, what: What) {
+    pub(super) fn push(&mut self, t_ms: f64, what: What) {
         self.entries.push(Entry { t_ms, what });
     }
 
     /// The standby `b` tries the lock every T over `[from, to)`, refused.
-    fn standby_until(&mut self, from: f64, to: f64) {
+    pub(super) fn standby_until(&mut self, from: f64, to: f64) {
         let mut t = from;
         while t < to {
             self.said(t, "b", 1, LOCK, "f");
