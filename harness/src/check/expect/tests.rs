@@ -716,3 +716,118 @@ fn a_level_in_a_log_expectation_is_the_line_s_level_in_any_format() {
         "at WARN, without the text"
     );
 }
+
+/// An acquisition the replica reports is timed at its grant on the wire, where the wire shows
+/// one: the replica's own event comes after it by however long the program (and, from outside,
+/// reading its stdout) takes under the machine's load. A clean-clone run three server tests at a
+/// time failed killed-leader's ORPH-2 from outside at level 3 this way: granted on the wire
+/// 199 ms after the kill, the standby's `acquired` line read 52 ms later, "252 ms (1.26T)"
+/// against 1T plus the slack. Without the wire, or with no grant on it before the event, the
+/// event's own time is what there is.
+#[test]
+fn a_reported_acquisition_is_timed_at_its_grant_on_the_wire() {
+    use wiretap::{Outcome, WireEvent};
+    let marks: Marks = [(
+        "kill".to_owned(),
+        Mark {
+            target: "r2".into(),
+            at_ms: 1_000.0,
+            began_ms: 990.0,
+        },
+    )]
+    .into();
+    let logs = BTreeMap::new();
+    let wire = |t_ms: f64, event: WireEvent| Entry {
+        t_ms,
+        what: What::Wire {
+            replica: "r1".into(),
+            conn: 3,
+            event,
+        },
+    };
+    let asked = |t_ms: f64, id: u64| {
+        wire(
+            t_ms,
+            WireEvent::Statement {
+                id,
+                sql: "SELECT pg_try_advisory_lock(1886156915, 1)".into(),
+                params: vec![],
+            },
+        )
+    };
+    let answered = |t_ms: f64, id: u64, granted: &str| {
+        wire(
+            t_ms,
+            WireEvent::Answer {
+                id,
+                outcome: Outcome::Done {
+                    tags: vec!["SELECT 1".into()],
+                    rows: 1,
+                    row: Some(vec![Some(granted.into())]),
+                },
+            },
+        )
+    };
+    let history = |granted_ms: Option<f64>| {
+        let mut e = vec![
+            wire(0.0, WireEvent::Opened),
+            wire(0.0, WireEvent::Backend { pid: 9 }),
+            asked(1_000.0, 1),
+            answered(1_001.0, 1, "f"),
+            ev(
+                1_252.0,
+                "r1",
+                ReplicaEvent::Acquired {
+                    term: 2,
+                    backend_pid: 9,
+                },
+            ),
+            Entry {
+                t_ms: 1_300.0,
+                what: What::Locks {
+                    rows: vec![(9, true, "r1".into())],
+                },
+            },
+        ];
+        if let Some(at) = granted_ms {
+            e.extend([asked(at - 1.0, 2), answered(at, 2, "t")]);
+        }
+        e.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        e
+    };
+    let ex = Expectation {
+        clause: "ORPH-2".into(),
+        expect: Expect::Event {
+            awaited: Awaited::Event(EventKind::Acquired),
+            replica: Who::Other,
+            after: Some("kill".into()),
+            within: Some(Span::parse("1T").unwrap()),
+            not_before: None,
+            absent: false,
+        },
+    };
+    let tapped = crate::check::wire::WireSetup {
+        tapped: true,
+        ..Default::default()
+    };
+    let judge = |entries: &[Entry], wire| {
+        let f = Facts {
+            wire,
+            ..facts(entries, &marks, &logs)
+        };
+        decide_on(&ex, &f, Level::Events)
+    };
+    let c = judge(&history(Some(1_199.0)), &tapped);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.figures["acquired after"], "0.99T", "{c:?}");
+    assert!(c.message.contains("53 ms before"), "{c}");
+    // Not seen on the wire: the event's own time, 1.26T against 1T and 0.2T of slack.
+    let c = judge(&history(Some(1_199.0)), &NO_WIRE);
+    assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+    let c = judge(&history(None), &tapped);
+    assert_eq!(
+        c.verdict,
+        Verdict::Invalid,
+        "no grant before the event: {c:?}"
+    );
+}

@@ -3,6 +3,7 @@
 //! below level 3, `acquired` and `demoted` seen from outside (pg_locks, the gauges, the wire).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::on_the_wire::grant_answered_on_the_wire;
 use super::{check, ms, Awaited, Expect, Facts, Origin, Who};
@@ -42,22 +43,14 @@ pub(super) fn event(expect: &Expect, facts: &Facts, model: &WireModel, level: Le
         }
         _ => None,
     };
-    // (when it was seen, how late that can be against the moment it happened)
-    let found: Option<(f64, f64)> = match outside {
-        Some(kind) => seen_from_outside(kind, replica, &from, facts, model, level),
-        None => (facts.entries.iter())
-            .find(|e| {
-                e.t_ms >= from.search_ms && observed(e, *awaited, replica, &from, facts.marks)
-            })
-            .map(|e| (e.t_ms, 0.0)),
-    };
-    let delay = found.map(|(at, _)| (at - from.from_ms).max(0.0));
+    let found = seen(*awaited, replica, &from, facts, model, outside, level);
+    let delay = found.map(|s| (s.at_ms - from.from_ms).max(0.0));
     // A lower bound is measured from when the step began: a fault's call can take a while
     // (the toxics of a partition go on one by one), and its effect may have begun with it.
-    let since_began = found.map(|(at, _)| (at - from.search_ms).max(0.0));
+    let since_began = found.map(|s| (s.at_ms - from.search_ms).max(0.0));
     // Seen late by at most the sampling error: an upper bound allows it; a lower bound and an
     // absence need none (what is seen late happened no later).
-    let error_ms = found.map_or(0.0, |(_, e)| if *absent { 0.0 } else { e });
+    let error_ms = found.map_or(0.0, |s| if *absent { 0.0 } else { s.error_ms });
     let slack_ms = b.slack.as_secs_f64() * 1000.0;
     let in_window = |d: f64| ms(within, b).is_none_or(|w| d <= w + slack_ms + error_ms);
     let verdict = match (absent, delay) {
@@ -95,13 +88,8 @@ pub(super) fn event(expect: &Expect, facts: &Facts, model: &WireModel, level: Le
             }
         ),
     };
-    let message = match outside {
-        Some(_) if error_ms > 0.0 => format!(
-            "{message}; seen from outside (sampling error up to {} allowed)",
-            in_t(error_ms, b.t)
-        ),
-        _ => message,
-    };
+    let late_ms = found.and_then(|s| s.reported_late_ms);
+    let message = message + &how_seen(outside.is_some(), error_ms, late_ms, b.t);
     let mut c = check(name, verdict, message);
     if let Some(d) = delay {
         c.figures.insert(format!("{awaited} after"), in_t(d, b.t));
@@ -175,6 +163,61 @@ impl Delay<'_> {
     }
 }
 
+/// When an awaited event was seen.
+#[derive(Clone, Copy)]
+struct Seen {
+    /// When it happened, as far as the run shows.
+    at_ms: f64,
+    /// How late it may have been seen (sampled from outside), allowed on an upper bound.
+    error_ms: f64,
+    /// For an acquisition the replica reported: how long after its grant on the wire.
+    reported_late_ms: Option<f64>,
+}
+
+/// The first `awaited` by `who` since `from`: from outside (`outside`: the kind, below level
+/// 3) or on the timeline; a reported acquisition at its grant on the wire.
+fn seen(
+    awaited: Awaited,
+    who: &Who,
+    from: &Origin,
+    facts: &Facts,
+    model: &WireModel,
+    outside: Option<EventKind>,
+    level: Level,
+) -> Option<Seen> {
+    if let Some(kind) = outside {
+        return seen_from_outside(kind, who, from, facts, model, level).map(|(at_ms, error_ms)| {
+            Seen {
+                at_ms,
+                error_ms,
+                reported_late_ms: None,
+            }
+        });
+    }
+    let e = (facts.entries.iter())
+        .find(|e| e.t_ms >= from.search_ms && observed(e, awaited, who, from, facts.marks))?;
+    let granted = granted_before(e, facts, model);
+    Some(Seen {
+        at_ms: granted.unwrap_or(e.t_ms),
+        error_ms: 0.0,
+        reported_late_ms: granted.map(|g| e.t_ms - g),
+    })
+}
+
+/// What a message adds on how an event was seen: from outside with its sampling error, or
+/// granted on the wire before the replica reported it.
+fn how_seen(outside: bool, error_ms: f64, late_ms: Option<f64>, t: Duration) -> String {
+    let sampled = (outside && error_ms > 0.0).then(|| {
+        format!(
+            "; seen from outside (sampling error up to {} allowed)",
+            in_t(error_ms, t)
+        )
+    });
+    let late =
+        late_ms.map(|l| format!("; granted on the wire {l:.0} ms before the replica's own event"));
+    sampled.into_iter().chain(late).collect()
+}
+
 /// When a program without the event stream is first seen to have `acquired` (a pg_locks sample
 /// shows a replica that `who` names holding the lock on a backend the previous sample did not
 /// show it holding) or
@@ -245,6 +288,34 @@ fn seen_in_samples(kind: EventKind, who: &Who, from: &Origin, facts: &Facts) -> 
         }
     }
     None
+}
+
+/// When the grant that an `acquired` event `e` reports was answered on the wire: the latest
+/// lock session of its replica granted at or before the event, with no other event of that
+/// replica's terms in between (else the event reports another grant). The grant is when the
+/// replica acquired; its own event follows by however long the program, and reading its output,
+/// take under the machine's load, which is no part of a bound on the election. `None`: another
+/// event, the wire not tapped, or no such grant (the event's own time is what there is).
+fn granted_before(e: &Entry, facts: &Facts, model: &WireModel) -> Option<f64> {
+    let What::Replica { replica, event } = &e.what else {
+        return None;
+    };
+    if event.kind() != EventKind::Acquired || !facts.wire.tapped {
+        return None;
+    }
+    let at = (model.sessions.iter())
+        .filter(|l| &l.replica == replica && l.granted_ms <= e.t_ms)
+        .map(|l| l.granted_ms)
+        .max_by(f64::total_cmp)?;
+    let between = (facts.entries.iter())
+        .filter(|x| x.t_ms >= at && x.t_ms < e.t_ms)
+        .any(|x| match &x.what {
+            What::Replica { replica: r, event } => {
+                r == replica && matches!(event.kind(), EventKind::Acquired | EventKind::Demoted)
+            }
+            _ => false,
+        });
+    (!between).then_some(at)
 }
 
 /// Whether entry `e` is what an event expectation awaits.
