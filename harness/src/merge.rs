@@ -223,6 +223,8 @@ pub fn merge_reports(parts: &[(PathBuf, Report)]) -> anyhow::Result<Report> {
     let seconds = parts.iter().map(|(_, r)| r.seconds).sum();
     let mut report = Report::new(first.t_ms, seed, seconds, sources);
     report.extra_runs = extra;
+    // Each shard's own tables, in shard order (they count what that shard ran).
+    report.tables = parts.iter().flat_map(|(_, r)| r.tables.clone()).collect();
     Ok(report)
 }
 

@@ -137,6 +137,15 @@ pub enum What {
         #[serde(flatten)]
         event: wiretap::WireEvent,
     },
+    /// The harness set a fault switch on a replica (its `POST /control`: a loop's or a
+    /// supervised worker's next runs fail, crash or exit, or run normally again), when the
+    /// replica took it.
+    Control {
+        /// The replica.
+        replica: String,
+        /// The switch.
+        switch: crate::replica::control::Switch,
+    },
     /// A scenario step began (for the reader of the timeline).
     Step {
         /// The step, as written in the scenario.

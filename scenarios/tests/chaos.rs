@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::chaos::{run_seed, schedule::Params};
+use harness::chaos::{run_seed, schedule, schedule::Params};
+use harness::fault::Verb;
 use harness::replica::program::Program;
-use harness::scenario::model::DbPath;
+use harness::scenario::model::{DbPath, Step};
 use harness::scenario::run::RunOptions;
 use rstest::rstest;
 
@@ -75,5 +76,20 @@ async fn chaos(#[case] seed: u64, #[case] paths: &[DbPath], #[case] features: Fe
         run.fault_events >= 20,
         "seed {seed}: only {} fault events in {ROUNDS:?}",
         run.fault_events
+    );
+    // The coverage, read off the history alone, counts every strike the schedule drew: each
+    // fault but a process restart (a kill's lift), each switch but a switch back to `ok`.
+    let drawn = (schedule::draw(&params).steps.iter())
+        .filter(|s| match s {
+            Step::Fault { verb, .. } => *verb != Verb::Restart,
+            Step::Control { command, .. } => !command.lifts(),
+            _ => false,
+        })
+        .count();
+    assert_eq!(
+        run.coverage.strikes(),
+        drawn,
+        "seed {seed}: the coverage counts every strike drawn\n{}",
+        run.coverage.table().markdown()
     );
 }

@@ -10,9 +10,13 @@
 //! nothing of the run is left: no replica process, no container or network.
 //!
 //! `--seeds N` runs N consecutive seeds; `--soak 8h` keeps drawing seeds until the time is up.
-//! Each seed prints one line with the running counts of seeds, fault events and violations.
+//! Each seed prints one line with the running counts of seeds, fault events and violations;
+//! at the end, the [coverage] of the fault space (which strike met which role in which phase)
+//! is printed and joins the report.
 
+pub mod coverage;
 pub mod schedule;
+pub mod shrink;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,6 +26,7 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use tokio::time::Instant;
 
+use crate::check::wire::model::WireModel;
 use crate::check::{Check, Verdict};
 use crate::event::ReplicaEvent;
 use crate::replica::program::Program;
@@ -31,6 +36,7 @@ use crate::scenario::run::{RunOptions, Session};
 use crate::timeline::{Entry, What};
 use crate::topology::cleanup::{sweep, SweepScope};
 use crate::topology::{random_run_id, Images, ReplicaPath, TopologyConfig};
+use coverage::Coverage;
 
 /// The flags of `harness chaos`.
 #[derive(Debug, Args)]
@@ -88,6 +94,14 @@ pub struct ChaosArgs {
     /// `NAME:LEVEL=CMD`.
     #[arg(long = "impl", value_name = "IMPL", conflicts_with = "replica_cmd")]
     pub implementations: Vec<String>,
+    /// Shrink each seed that finds a violation to the smallest schedule that still violates
+    /// the same clause (delta debugging over its rounds, then its second strikes; each try a
+    /// fresh run), written beside the seed's schedule as `chaos-<seed>-shrunk.toml`.
+    #[arg(long)]
+    pub shrink: bool,
+    /// The most runs a shrink may try, per violating seed.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..), requires = "shrink")]
+    pub shrink_tries: u32,
 }
 
 impl ChaosArgs {
@@ -141,6 +155,8 @@ pub struct SeedRun {
     pub fault_events: usize,
     /// Its schedule's scenario file.
     pub file: PathBuf,
+    /// Which strike met which role in which phase, read off its history.
+    pub coverage: Coverage,
 }
 
 impl SeedRun {
@@ -170,6 +186,7 @@ pub async fn main(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     let program = args.program.program(binary).context(Failure::Usage)?;
     let soak = run_seeds(&args, &program, &args.out, &Seeds::Flags(first)).await?;
     soak.report.write(&args.out).context(Failure::Report)?;
+    print!("\n{}\n", soak.coverage.table().markdown());
     println!("{}", soak.report.summary_line());
     println!("report: {}", args.out.join("report.html").display());
     Ok(if soak.violating.is_empty() {
@@ -197,6 +214,8 @@ struct Soak {
     events: usize,
     /// The seeds that found a violation.
     violating: Vec<u64>,
+    /// What its strikes met, over every seed.
+    coverage: Coverage,
 }
 
 impl Soak {
@@ -247,6 +266,7 @@ async fn run_seeds(
     );
     let began = Instant::now();
     let (mut ran, mut events, mut violating, mut sources) = (Vec::new(), 0, Vec::new(), Vec::new());
+    let mut coverage = Coverage::default();
     for (i, seed) in (first..=i64::MAX as u64).enumerate() {
         let seed = match seeds {
             Seeds::Flags(_) if args.soak.is_some_and(|soak| began.elapsed() >= soak) => break,
@@ -259,12 +279,21 @@ async fn run_seeds(
         };
         let run = run_seed(&args.params(seed, program.is_ours()), &opts).await?;
         events += run.fault_events;
+        coverage.add(&run.coverage);
         ran.push(seed);
         let found: Vec<&Check> = run.violations().collect();
         if !found.is_empty() {
             violating.push(seed);
         }
         print_seed(&run, &found);
+        if args.shrink && !found.is_empty() {
+            let drawn = schedule::drawn(&args.params(seed, program.is_ours()));
+            let tries = args.shrink_tries as usize;
+            eprintln!("  shrinking seed {seed}: at most {tries} runs of its schedule's parts");
+            let shrunk = shrink::shrink(&drawn, &run, &opts, tries).await?;
+            println!("  shrunk {shrunk}");
+            println!("  replay:   harness run {}", shrunk.file.display());
+        }
         println!(
             "  so far: {} seed(s), {events} fault event(s), {} seed(s) with a violation, {}",
             i + 1,
@@ -273,16 +302,19 @@ async fn run_seeds(
         );
         sources.push(run.source);
     }
+    let mut report = Report::new(
+        args.t.as_millis() as u64,
+        first,
+        began.elapsed().as_secs_f64(),
+        sources,
+    );
+    report.tables.push(coverage.table());
     Ok(Soak {
-        report: Report::new(
-            args.t.as_millis() as u64,
-            first,
-            began.elapsed().as_secs_f64(),
-            sources,
-        ),
+        report,
         seeds: ran,
         events,
         violating,
+        coverage,
     })
 }
 
@@ -298,7 +330,12 @@ async fn compare(args: &ChaosArgs, first: u64, binary: &Path) -> anyhow::Result<
     let (mut columns, mut counts) = (Vec::new(), Vec::new());
     for i in impls {
         let soak = run_seeds(args, &i.program, &args.out.join(&i.name), &seeds).await?;
-        counts.push(format!("{}: {}", i.name, soak.counts()));
+        counts.push(format!(
+            "{}: {}\n\n{}",
+            i.name,
+            soak.counts(),
+            soak.coverage.table().markdown()
+        ));
         seeds = Seeds::These(soak.seeds);
         columns.push(Implementation {
             name: i.name,
@@ -342,26 +379,38 @@ fn print_seed(run: &SeedRun, found: &[&Check]) {
 /// # Errors
 /// The schedule could not be written, or the topology could not start.
 pub async fn run_seed(p: &schedule::Params, opts: &RunOptions) -> anyhow::Result<SeedRun> {
-    let scenario = schedule::draw(p);
-    let run_id = format!("chaos-{}-{}", p.seed, random_run_id());
+    run_scenario(&schedule::draw(p), p.seed, opts).await
+}
+
+/// Runs `scenario`, seed `seed`'s schedule or a part of it, as [`run_seed`] does.
+///
+/// # Errors
+/// The schedule could not be written, or the topology could not start.
+pub async fn run_scenario(
+    scenario: &Scenario,
+    seed: u64,
+    opts: &RunOptions,
+) -> anyhow::Result<SeedRun> {
+    let run_id = format!("chaos-{seed}-{}", random_run_id());
     let topology = TopologyConfig {
         run_id: Some(run_id.clone()),
         ..(TopologyConfig::docker().images(opts.images.clone()))
             .data_in_memory(!scenario.stops_server())
     };
-    let mut session = Session::start(&scenario, opts, topology).await?;
-    let file = write_schedule(&scenario, &opts.out.join(session.evidence()))?;
+    let mut session = Session::start(scenario, opts, topology).await?;
+    let file = write_schedule(scenario, &opts.out.join(session.evidence()))?;
     let step_errors = session.play(&scenario.steps).await;
-    let outcome = session.finish(&scenario, &step_errors).await?;
+    let outcome = session.finish(scenario, &step_errors).await?;
     let mut source = outcome.source;
     source
         .checks
         .push(nothing_left(&outcome.entries, &run_id).await);
     Ok(SeedRun {
-        seed: p.seed,
+        seed,
         fault_events: fault_events(&outcome.entries),
         source,
         file,
+        coverage: Coverage::of(&outcome.entries, &WireModel::of(&outcome.entries)),
     })
 }
 

@@ -17,7 +17,8 @@
 //! sleeping, strikes replicas by name (and the lock's backend, whoever's it is), and states no
 //! bound and no final liveness.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -131,10 +132,106 @@ fn latencies() -> [Strike; 2] {
 
 /// Draws the schedule of `p`.
 pub fn draw(p: &Params) -> Scenario {
+    drawn(p).scenario
+}
+
+/// A schedule as drawn, with its rounds marked: what a shrink keeps or drops.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Drawn {
+    /// The whole schedule.
+    pub scenario: Scenario,
+    /// Its rounds, in order.
+    rounds: Vec<Round>,
+}
+
+/// Where one round's steps and expectations are in its schedule.
+#[derive(Clone, Debug, PartialEq)]
+struct Round {
+    steps: Range<usize>,
+    expect: Range<usize>,
+    /// Its second strike's step and the step that lifts it (empty: no second strike).
+    second: Vec<usize>,
+}
+
+/// A part of a schedule a shrink may drop: a whole round, or a round's second strike with its
+/// lift (by the round's index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// A whole round.
+    Round(usize),
+    /// A round's second strike and its lift.
+    Second(usize),
+}
+
+impl Drawn {
+    /// Every round.
+    pub fn rounds(&self) -> Vec<Part> {
+        (0..self.rounds.len()).map(Part::Round).collect()
+    }
+
+    /// Every second strike of the rounds in `kept`.
+    pub fn seconds(&self, kept: &[Part]) -> Vec<Part> {
+        (kept.iter())
+            .filter_map(|p| match p {
+                Part::Round(i) if !self.rounds[*i].second.is_empty() => Some(Part::Second(*i)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The schedule with only the parts in `kept` of those in `among` (every part not in
+    /// `among` stays), named `name`: the first wait, the final liveness check and the steps of
+    /// the kept rounds, in order.
+    pub fn keeping(&self, among: &[Part], kept: &[Part], name: &str) -> Scenario {
+        let dropped: Vec<&Part> = among.iter().filter(|p| !kept.contains(p)).collect();
+        let (mut steps, mut expect) = (BTreeSet::new(), BTreeSet::new());
+        for part in dropped {
+            match *part {
+                Part::Round(i) => {
+                    steps.extend(self.rounds[i].steps.clone());
+                    expect.extend(self.rounds[i].expect.clone());
+                }
+                Part::Second(i) => steps.extend(self.rounds[i].second.iter().copied()),
+            }
+        }
+        let s = &self.scenario;
+        Scenario {
+            name: name.to_owned(),
+            file: PathBuf::from(format!("{name}.toml")),
+            steps: but(&s.steps, &steps),
+            expect: but(&s.expect, &expect),
+            ..s.clone()
+        }
+    }
+}
+
+/// `all` but the items at the indices in `dropped`.
+fn but<T: Clone>(all: &[T], dropped: &BTreeSet<usize>) -> Vec<T> {
+    (all.iter().enumerate())
+        .filter(|(i, _)| !dropped.contains(i))
+        .map(|(_, x)| x.clone())
+        .collect()
+}
+
+/// How many strikes `scenario` plays: every fault step but a process restart (a schedule's
+/// lift of a kill) and every control step but a switch back to `ok`.
+pub fn strike_count(scenario: &Scenario) -> usize {
+    (scenario.steps.iter())
+        .filter(|s| match s {
+            Step::Fault { verb, .. } => *verb != Verb::Restart,
+            Step::Control { command, .. } => !command.lifts(),
+            _ => false,
+        })
+        .count()
+}
+
+/// Draws the schedule of `p`, its rounds marked.
+pub fn drawn(p: &Params) -> Drawn {
     let mut d = Drawer {
         rng: fastrand::Rng::with_seed(p.seed),
         steps: Vec::new(),
         expect: Vec::new(),
+        rounds: Vec::new(),
         planned_t: 0.0,
         pooled: None,
         ours: p.ours,
@@ -155,7 +252,7 @@ pub fn draw(p: &Params) -> Scenario {
     }
     d.sleep(2.0);
     let name = format!("chaos-{}", p.seed);
-    Scenario {
+    let scenario = Scenario {
         name: name.clone(),
         file: PathBuf::from(format!("{name}.toml")),
         description: format!(
@@ -177,6 +274,10 @@ pub fn draw(p: &Params) -> Scenario {
         replicas,
         steps: d.steps,
         expect: d.expect,
+    };
+    Drawn {
+        scenario,
+        rounds: d.rounds,
     }
 }
 
@@ -216,6 +317,8 @@ struct Drawer {
     rng: fastrand::Rng,
     steps: Vec<Step>,
     expect: Vec<Expectation>,
+    /// The rounds drawn so far.
+    rounds: Vec<Round>,
     /// The rounds' planned length so far, in T (waits counted at a typical 1T).
     planned_t: f64,
     /// The replicas' names when one goes through a transaction-mode pooler: the schedule then
@@ -321,6 +424,8 @@ impl Drawer {
 
     /// One round: a leader, a strike on it, maybe a second strike, a hold, every fault lifted.
     fn round(&mut self, n: usize) {
+        let (steps, expect) = (self.steps.len(), self.expect.len());
+        let mut second_steps = Vec::new();
         self.wait(WaitFor::Leader, 10.0, None);
         let first = format!("r{n}-leader");
         let a = self.pick(&self.only_reachable(first_strikes()));
@@ -335,6 +440,7 @@ impl Drawer {
             } else {
                 (Target::Standby, format!("r{n}-standby"))
             };
+            second_steps.push(self.steps.len());
             self.strike(&b, target, &name);
             struck.push((b, name));
             Some(again)
@@ -347,11 +453,20 @@ impl Drawer {
         if second != Some(true) && self.pooled.is_none() {
             self.bounds_of(&a, &first, hold);
         }
-        for (strike, name) in &struck {
+        for (i, (strike, name)) in struck.iter().enumerate() {
+            let at = self.steps.len();
             self.lift(strike, name);
+            if i == 1 && self.steps.len() > at {
+                second_steps.push(at);
+            }
         }
         let settle = self.quarter(0.0, 2.0);
         self.sleep(settle);
+        self.rounds.push(Round {
+            steps: steps..self.steps.len(),
+            expect: expect..self.expect.len(),
+            second: second_steps,
+        });
     }
 
     /// The conformance bounds of the leader's strike `a` (named `name`) held for `hold` T.
@@ -487,6 +602,49 @@ mod tests {
             std::fs::write(&path, s.to_toml()).unwrap();
             let back = Scenario::load(&path).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             assert_eq!((back.steps, back.invariants), (s.steps, s.invariants));
+        }
+    }
+
+    /// A shrink's candidates: keeping every part is the schedule itself; dropping a round
+    /// drops its steps and its bounds and keeps the first wait and the final liveness check;
+    /// dropping a second strike drops it and its lift, nothing else.
+    #[test]
+    fn a_schedule_keeps_the_rounds_and_second_strikes_a_shrink_asks_for() {
+        for seed in 0..20 {
+            let d = drawn(&params(seed));
+            let all = d.rounds();
+            assert!(all.len() >= 2, "seed {seed}");
+            let same = d.keeping(&all, &all, "chaos");
+            assert_eq!(
+                (same.steps, same.expect),
+                (d.scenario.steps.clone(), d.scenario.expect.clone())
+            );
+            let one = d.keeping(&all, &all[..1], "chaos-one");
+            assert_eq!(one.name, "chaos-one");
+            let r = &d.rounds[0];
+            assert_eq!(
+                one.steps.len(),
+                1 + r.steps.len() + (d.scenario.steps.len() - d.rounds.last().unwrap().steps.end)
+            );
+            assert_eq!(one.expect.len(), r.expect.len(), "seed {seed}");
+            assert_eq!(one.steps[0], d.scenario.steps[0]);
+            assert_eq!(one.steps.last(), d.scenario.steps.last());
+            for second in d.seconds(&all) {
+                let Part::Second(i) = second else {
+                    unreachable!()
+                };
+                let without = d.keeping(&[second], &[], "chaos");
+                assert_eq!(
+                    without.steps.len(),
+                    d.scenario.steps.len() - d.rounds[i].second.len()
+                );
+                assert_eq!(
+                    strike_count(&without),
+                    strike_count(&d.scenario) - 1,
+                    "seed {seed}"
+                );
+                assert_eq!(without.expect, d.scenario.expect);
+            }
         }
     }
 

@@ -10,8 +10,45 @@ use tokio::sync::Notify;
 
 use super::names::{all_loop_names, ELECTION_WORKER};
 
+/// A replica's fault switch (its `POST /control`), as a scenario step sets it and the
+/// history records it ([`crate::timeline::What::Control`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Switch {
+    /// What a loop's next passes do.
+    Loop {
+        /// The loop.
+        name: String,
+        /// Fail, panic, or run normally again.
+        mode: LoopMode,
+    },
+    /// What a supervised worker does next.
+    Worker {
+        /// The worker.
+        name: String,
+        /// Crash, exit, crash on every run, or run normally again.
+        mode: WorkerMode,
+    },
+}
+
+impl Switch {
+    /// Whether it lifts a fault (mode `ok`) rather than setting one.
+    pub fn lifts(&self) -> bool {
+        matches!(
+            self,
+            Switch::Loop {
+                mode: LoopMode::Ok,
+                ..
+            } | Switch::Worker {
+                mode: WorkerMode::Ok,
+                ..
+            }
+        )
+    }
+}
+
 /// What a loop's next passes do.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoopMode {
     /// Run normally.
@@ -24,7 +61,7 @@ pub enum LoopMode {
 }
 
 /// What a worker does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerMode {
     /// Clear a pending or standing fault.

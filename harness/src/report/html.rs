@@ -67,6 +67,9 @@ pub fn render(report: &Report, groups: &[Group]) -> String {
     h.push_str(&header(report));
     h.push_str(&failing(report));
     h.push_str(&clause_table(report));
+    for t in &report.tables {
+        h.push_str(&table(t));
+    }
     for g in groups {
         h.push_str(&group(g));
     }
@@ -105,6 +108,23 @@ details.run > summary { cursor: pointer; font-size: 1.05em; }
 </head>
 <body>
 "#;
+
+/// A run's own table ([`super::Table`]): its heading, its note, the table.
+fn table(t: &super::Table) -> String {
+    let row = |cells: &[String], tag: &str| {
+        let cells: String = (cells.iter())
+            .map(|c| format!("<{tag}>{}</{tag}>", esc(c)))
+            .collect();
+        format!("<tr>{cells}</tr>\n")
+    };
+    let body: String = t.rows.iter().map(|r| row(r, "td")).collect();
+    format!(
+        "<h2>{}</h2>\n<p class=\"muted\">{}</p>\n<table>\n{}{body}</table>\n",
+        esc(&t.title),
+        esc(&t.note),
+        row(&t.columns, "th")
+    )
+}
 
 /// The verdict in large type, with the counts and the run's settings.
 fn header(r: &Report) -> String {

@@ -17,6 +17,10 @@ impl Report {
         md.push_str(&self.flaky_md());
         md.push_str(&self.not_run_md());
         md.push_str(&self.clause_table_md());
+        for t in &self.tables {
+            md.push('\n');
+            md.push_str(&t.markdown());
+        }
         md.push_str("\n## Scenarios and suites\n\n");
         for s in self.sources.iter().chain(&self.extra_runs) {
             md.push_str(&source_md(s));

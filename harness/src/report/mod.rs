@@ -171,6 +171,37 @@ pub struct Report {
     /// evidence folder's timeline; they decide no clause.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_runs: Vec<Source>,
+    /// Tables a run adds after the clauses (chaos's fault coverage); they decide no clause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<Table>,
+}
+
+/// A table a run adds to its report (e.g. which faults a chaos run played, at which role, in
+/// which phase), shown in `report.md` and `report.html` after the clauses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// Its heading.
+    pub title: String,
+    /// A sentence under the heading: what it counts, what it found.
+    pub note: String,
+    /// The column headings.
+    pub columns: Vec<String>,
+    /// The rows, a cell per column.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// As Markdown: its heading, its note and the table (also what a terminal prints).
+    pub fn markdown(&self) -> String {
+        let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+        let mut md = format!("## {}\n\n{}\n\n", self.title, self.note);
+        md.push_str(&line(&self.columns));
+        md.push_str(&line(&vec!["---".to_owned(); self.columns.len()]));
+        for r in &self.rows {
+            md.push_str(&line(r));
+        }
+        md
+    }
 }
 
 impl Report {
@@ -198,6 +229,7 @@ impl Report {
             clauses,
             sources,
             extra_runs: Vec::new(),
+            tables: Vec::new(),
         }
     }
 

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use crate::check::{Expectation, Invariants};
 use crate::fault::Verb;
 use crate::level::{Feature, Level, Need, Offer};
-use crate::replica::control::{LoopMode, WorkerMode};
 use crate::replica::program::{Command, Program};
 use crate::snapshot::Story;
 pub use crate::span::Span;
@@ -489,23 +488,7 @@ pub struct Latency {
 }
 
 /// A replica's fault switch (its `POST /control`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Control {
-    /// What a loop's next passes do.
-    Loop {
-        /// The loop.
-        name: String,
-        /// Fail, panic, or run normally again.
-        mode: LoopMode,
-    },
-    /// What a supervised worker does next.
-    Worker {
-        /// The worker.
-        name: String,
-        /// Crash, exit, crash on every run, or run normally again.
-        mode: WorkerMode,
-    },
-}
+pub use crate::replica::control::Switch as Control;
 
 impl Step {
     /// The step's `as` name.

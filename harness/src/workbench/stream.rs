@@ -255,6 +255,10 @@ impl Narration {
                 format!("fault: {verb} {target}")
             }),
             What::Step { label, .. } => Some(format!("> {label}")),
+            What::Control { replica, switch } => Some(format!(
+                "control: {} on {replica}",
+                crate::chaos::coverage::Strike::Switch(switch.clone())
+            )),
             What::Gauges { values, .. } => self.gauges(values),
             What::Locks { rows } => self.locks(rows),
             What::LockLeft {

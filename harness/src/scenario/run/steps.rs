@@ -232,6 +232,10 @@ impl Player {
             Control::Worker { name, mode } => replica.set_worker_mode(name, *mode).await,
         }
         .with_context(|| format!("control {} on {target}", command.json()))?;
+        self.stage.timeline.record(What::Control {
+            replica: target.clone(),
+            switch: command.clone(),
+        });
         Ok(Mark {
             target,
             at_ms: self.now_ms(),
