@@ -67,7 +67,8 @@ FLAWS = {
     "fast-poll": ("RUN-1", "steady-election", "a standby checks every T/20"),
     "queue": ("RUN-1", "steady-election", "a standby queues in pg_advisory_lock instead of "
               "trying every T"),
-    "keep-open": ("DEM-1", "leader-partition", "a demoted leader keeps its lock connection open"),
+    "keep-open": ("DEM-1", "leader-partition, leader-partition-answers", "a demoted leader keeps "
+                  "its lock connection open"),
     "bigint-key": ("ISL-1, LOCK-1, LOCK-3, RUN-3", "steady-election", "the lock taken in the "
                    "single-bigint form ((1886156915 << 32) | 1)"),
     "xact-lock": ("LOCK-1, ORPH-1", "steady-election", "a transaction-scoped lock held in an open "

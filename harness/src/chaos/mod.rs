@@ -399,6 +399,7 @@ pub async fn run_scenario(
     };
     let mut session = Session::start(scenario, opts, topology).await?;
     let file = write_schedule(scenario, &opts.out.join(session.evidence()))?;
+    session.await_first_asks(scenario).await;
     let step_errors = session.play(&scenario.steps).await;
     let outcome = session.finish(scenario, &step_errors).await?;
     let mut source = outcome.source;

@@ -291,13 +291,13 @@ fn term_of<'a>(
 /// How long `stray`, a grant of no term, may last: T, until the close of the standby that gave
 /// its attempt up arrives; or the orphan bound (4T: the granting statement set
 /// `idle_session_timeout`, ORPH-1) when a fault on its holder could hold the close back
-/// meanwhile (its link partitioned, stalled or slowed, or the process frozen), so that only the
-/// server ends the session.
+/// meanwhile (its link partitioned both ways or for its requests, stalled or slowed, or the
+/// process frozen), so that only the server ends the session.
 fn stray_bound_ms(spans: &[FaultSpan], stray: &Stray, b: &Bounds) -> f64 {
     let holds_the_close = |s: &&FaultSpan| {
         matches!(
             s.verb,
-            Verb::Partition | Verb::Stall | Verb::Latency | Verb::Freeze
+            Verb::Partition | Verb::PartitionRequests | Verb::Stall | Verb::Latency | Verb::Freeze
         ) && s.target == stray.holder
             && s.applied_ms <= stray.last_ms
             && s.lifted_ms.is_none_or(|l| l >= stray.first_ms)

@@ -133,8 +133,10 @@ fn held_by_its_link(
         return false;
     };
     faults.iter().any(|f| {
-        let on_link = matches!(f.verb, Verb::Partition | Verb::Stall | Verb::Latency)
-            && f.target == row.replica;
+        let on_link = matches!(
+            f.verb,
+            Verb::Partition | Verb::PartitionRequests | Verb::Stall | Verb::Latency
+        ) && f.target == row.replica;
         let server_down = pooled && is_outage(f);
         if !(on_link || server_down) || f.applied_ms > last_end + pad {
             return false;

@@ -51,8 +51,15 @@ pub const UNLOCK_ALL: &str = "SELECT pg_advisory_unlock_all()";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verb {
-    /// A silent black hole on a replica's link ([`Nemesis::partition`]).
+    /// A silent black hole on a replica's link, both ways ([`Nemesis::partition`]).
     Partition,
+    /// A silent black hole on a replica's link for its requests only: the server hears nothing
+    /// from it (not even its close) while its answers still arrive ([`Nemesis::partition_one_way`]).
+    PartitionRequests,
+    /// A silent black hole on a replica's link for the server's answers only: its requests (and
+    /// its close) reach the server, so its session is never idle while it checks, and nothing
+    /// comes back ([`Nemesis::partition_one_way`]).
+    PartitionAnswers,
     /// Bandwidth 0 on a replica's link ([`Nemesis::stall`]).
     Stall,
     /// Extra delay on a replica's link ([`Nemesis::latency`]).
@@ -82,8 +89,10 @@ pub enum Verb {
 
 impl Verb {
     /// Every verb, in declaration order.
-    pub const ALL: [Verb; 13] = [
+    pub const ALL: [Verb; 15] = [
         Verb::Partition,
+        Verb::PartitionRequests,
+        Verb::PartitionAnswers,
         Verb::Stall,
         Verb::Latency,
         Verb::Reset,
@@ -132,7 +141,11 @@ impl Verb {
     /// `restart-server`, `kill`, `terminate`, `restart`).
     pub fn inverse(self) -> Option<Lift> {
         match self {
-            Verb::Partition | Verb::Stall | Verb::Reset => Some(Lift::Heal),
+            Verb::Partition
+            | Verb::PartitionRequests
+            | Verb::PartitionAnswers
+            | Verb::Stall
+            | Verb::Reset => Some(Lift::Heal),
             Verb::Latency => Some(Lift::ClearLatency),
             Verb::Disable => Some(Lift::Enable),
             Verb::StopServer => Some(Lift::StartServer),
@@ -150,6 +163,8 @@ impl Verb {
     pub fn subject(self) -> Subject {
         match self {
             Verb::Partition
+            | Verb::PartitionRequests
+            | Verb::PartitionAnswers
             | Verb::Stall
             | Verb::Latency
             | Verb::Reset

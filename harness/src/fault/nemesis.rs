@@ -11,6 +11,7 @@ use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
 use super::{Delay, FaultRecord, Lift, Verb, SERVER};
+use crate::topology::proxy::Stream;
 use crate::topology::{Observer, Topology};
 
 /// A process the nemesis can signal and restart: a replica. Implemented for
@@ -117,6 +118,8 @@ impl Nemesis {
     ) -> anyhow::Result<FaultRecord> {
         match verb {
             Verb::Partition => self.partition(target).await,
+            Verb::PartitionRequests => self.partition_one_way(target, Stream::Upstream).await,
+            Verb::PartitionAnswers => self.partition_one_way(target, Stream::Downstream).await,
             Verb::Stall => self.stall(target).await,
             Verb::Latency => self.latency(target, delay.latency, delay.jitter).await,
             Verb::Reset => self.reset(target).await,

@@ -1,5 +1,5 @@
-//! The link faults: partition, stall, reset, latency and a disabled proxy, on one replica's
-//! Toxiproxy proxy, and their heals.
+//! The link faults: partition (both ways or one), stall, reset, latency and a disabled proxy, on
+//! one replica's Toxiproxy proxy, and their heals.
 
 use std::time::Duration;
 
@@ -24,8 +24,10 @@ const PARTITION: [Toxic; 2] = [
 const UNLOCK_WITHIN: Duration = Duration::from_secs(1);
 
 /// The verbs a [`heal`](Nemesis::heal) lifts, with their toxics.
-const HEALED: [(Verb, &[Toxic]); 3] = [
+const HEALED: [(Verb, &[Toxic]); 5] = [
     (Verb::Partition, &PARTITION),
+    (Verb::PartitionRequests, &PARTITION),
+    (Verb::PartitionAnswers, &PARTITION),
     (Verb::Stall, &[Toxic::Bandwidth { rate: 0 }]),
     (Verb::Reset, &[Toxic::ResetPeer { timeout: 0 }]),
 ];
@@ -70,6 +72,43 @@ impl Nemesis {
             replica,
             false,
             format!("partition {replica} (black hole, both directions)"),
+            started,
+        ))
+    }
+
+    /// Cuts `replica`'s link one way, silently: a partition's toxics on `stream` alone. With
+    /// [`Stream::Upstream`] (`partition-requests`) the server hears nothing from the replica,
+    /// not even its close, so only `idle_session_timeout` ends its sessions, while whatever the
+    /// server sends still arrives; with [`Stream::Downstream`] (`partition-answers`) the
+    /// replica's statements and its close reach the server (a leader that keeps checking keeps
+    /// its session busy) and no answer comes back.
+    ///
+    /// Inverse: [`heal`](Nemesis::heal), which closes the replica's connections through the
+    /// proxy.
+    ///
+    /// # Errors
+    /// No such proxy, or Toxiproxy refused.
+    pub async fn partition_one_way(
+        &self,
+        replica: &str,
+        stream: Stream,
+    ) -> anyhow::Result<FaultRecord> {
+        let started = Instant::now();
+        let proxy = self.proxy_name(replica).await?;
+        let tp = self.topology.toxiproxy();
+        for toxic in PARTITION {
+            tp.add_toxic(&proxy, stream, toxic).await?;
+        }
+        let (verb, lost) = match stream {
+            Stream::Upstream => (Verb::PartitionRequests, "its requests"),
+            Stream::Downstream => (Verb::PartitionAnswers, "the server's answers"),
+        };
+        self.mark(replica, verb, true);
+        Ok(self.record(
+            verb,
+            replica,
+            false,
+            format!("partition {replica} one way (black hole for {lost})"),
             started,
         ))
     }
@@ -156,7 +195,7 @@ impl Nemesis {
         let started = Instant::now();
         let proxy = self.proxy_name(replica).await?;
         let tp = self.topology.toxiproxy();
-        let names: Vec<String> = HEALED
+        let names: std::collections::BTreeSet<String> = HEALED
             .iter()
             .flat_map(|(_, toxics)| toxics.iter())
             .flat_map(|toxic| Stream::BOTH.map(|s| toxic.name_on(s)))

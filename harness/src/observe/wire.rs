@@ -5,7 +5,7 @@
 //! It reads every `every` while the run goes on and once more when stopped, after the replicas
 //! have stopped, so that a shutdown's unlock and close are on the timeline too.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,11 +47,13 @@ pub struct WireReader {
     pace: Pace,
 }
 
-/// How many [`Hurry`] guards are held, and the reader's wake-up when the first is taken.
+/// How many [`Hurry`] guards are held, and the reader's wake-up when the first is taken; and
+/// whether the reader found the proxies without a journal (it stops then).
 #[derive(Clone, Default)]
 struct Pace {
     hurried: Arc<AtomicUsize>,
     woken: Arc<Notify>,
+    untapped: Arc<AtomicBool>,
 }
 
 /// While held, the reader reads every [`HURRIED`] instead of its own period (a barrier on a
@@ -107,6 +109,12 @@ impl WireReader {
         Hurry(self.pace.clone())
     }
 
+    /// Whether the proxies turned out to keep no journal (upstream Toxiproxy): nothing of the
+    /// wire will reach the timeline.
+    pub fn untapped(&self) -> bool {
+        self.pace.untapped.load(Ordering::SeqCst)
+    }
+
     /// Reads what is left and stops.
     pub async fn stop(mut self) -> WireSummary {
         self.token.cancel();
@@ -139,6 +147,7 @@ impl Reader {
     async fn run(mut self, token: CancellationToken, every: Duration, pace: Pace) -> WireSummary {
         loop {
             if !self.read_all().await {
+                pace.untapped.store(true, Ordering::SeqCst);
                 return self.summary;
             }
             let period = match pace.hurried.load(Ordering::SeqCst) {

@@ -337,7 +337,8 @@ pub(super) fn leader_cadence(w: &Wire) -> Check {
 }
 
 /// DEM-1: a check on the lock session that fails (an error, or no answer within T) ends with
-/// the connection closed: by the replica within T of the failure, or by the server before.
+/// the connection closed: by the replica within T of the failure (of its thaw, when its process
+/// was frozen then), or by the server before.
 pub(super) fn closed_after_a_failed_check(w: &Wire) -> Check {
     let (t, slack) = (ms_of(w.b.t), ms_of(w.b.slack));
     let (mut failed, mut bad, mut worst) = (0usize, Vec::new(), 0.0f64);
@@ -357,8 +358,10 @@ pub(super) fn closed_after_a_failed_check(w: &Wire) -> Check {
                 break;
             }
             failed += 1;
+            // A frozen process closes nothing until it is thawed.
+            let due = w.can_act(&l.replica, failed_at) + t + slack;
             match c.closed {
-                Some((at, ..)) if at <= failed_at + t + slack => worst = worst.max(at - failed_at),
+                Some((at, ..)) if at <= due => worst = worst.max(at - failed_at),
                 Some((at, ..)) => bad.push(format!(
                     "{}'s lock connection closed {} after a failed check at {:.0} ms",
                     l.replica,

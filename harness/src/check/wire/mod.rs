@@ -123,6 +123,8 @@ struct Wire<'a> {
     faults: Vec<(String, f64, f64)>,
     /// Each SIGTERM the scenario sent (the `terminate` fault): the replica and when.
     terminations: Vec<(String, f64)>,
+    /// Each time a replica's process was frozen (the `freeze` fault): the replica, from, to.
+    frozen: Vec<(String, f64, f64)>,
     /// Each process the harness spawned and each that ended: the replica, when, and whether
     /// it was a spawn.
     lives: Vec<(String, f64, bool)>,
@@ -148,6 +150,15 @@ impl Wire<'_> {
         (self.faults.iter()).any(|(target, a, z)| {
             (target == replica || !self.is_replica(target)) && t_ms >= a - t && t_ms <= z + 3.0 * t
         })
+    }
+
+    /// When `replica` could act on what happened at `t_ms`: then, or, if its process was
+    /// frozen then, when it was thawed.
+    fn can_act(&self, replica: &str, t_ms: f64) -> f64 {
+        (self.frozen.iter())
+            .filter(|(r, a, z)| r == replica && *a <= t_ms && t_ms <= *z)
+            .map(|(_, _, z)| *z)
+            .fold(t_ms, f64::max)
     }
 
     fn is_replica(&self, name: &str) -> bool {
@@ -179,6 +190,10 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         .filter(|f| f.0 == crate::fault::Verb::Terminate)
         .map(|(_, target, applied, _)| (target.clone(), *applied))
         .collect();
+    let frozen = (all_faults.iter())
+        .filter(|f| f.0 == crate::fault::Verb::Freeze)
+        .map(|(_, target, applied, lifted)| (target.clone(), *applied, *lifted))
+        .collect();
     let faults = (all_faults.into_iter())
         .map(|(_, target, applied, lifted)| (target, applied, lifted))
         .collect();
@@ -207,6 +222,7 @@ pub fn checks(entries: &[Entry], model: &WireModel, b: &Bounds, setup: &WireSetu
         sessions,
         faults,
         terminations,
+        frozen,
         lives,
         sampled_until,
         end_ms: last_seen(conns),

@@ -2,7 +2,7 @@
 //! each connection with its statements and answers ([`Conn`]), and the lock sessions, the
 //! connections that held the lock and when ([`LockSession`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use wiretap::{Closer, Outcome, WireEvent};
 
@@ -129,11 +129,29 @@ impl Conn {
     }
 }
 
-/// Every connection on the timeline, in the order they opened.
+/// Every connection on the timeline, in the order they opened. An answer the proxy read while
+/// the replica's link lost the server's answers (`partition-answers`) never reached it: its
+/// statement stays unanswered.
 pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
     let mut conns: BTreeMap<(String, u64), Conn> = BTreeMap::new();
     let mut open_stmts: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
+    // The replicas whose link loses the server's answers now (`partition-answers`): the proxy
+    // reads every answer before its toxics, and none of these reached the client.
+    let mut deaf: BTreeSet<&str> = BTreeSet::new();
     for e in entries {
+        if let What::Fault {
+            verb: Verb::PartitionAnswers,
+            target,
+            lifted,
+        } = &e.what
+        {
+            if *lifted {
+                deaf.remove(target.as_str());
+            } else {
+                deaf.insert(target.as_str());
+            }
+            continue;
+        }
         let What::Wire {
             replica,
             conn,
@@ -175,6 +193,7 @@ pub fn conversations(entries: &[Entry]) -> Vec<Conn> {
                     answer: None,
                 });
             }
+            WireEvent::Answer { .. } if deaf.contains(replica.as_str()) => {}
             WireEvent::Answer { id, outcome } => {
                 if let Some(i) = open_stmts.remove(&(replica.clone(), *conn, *id)) {
                     c.statements[i].answer = Some((e.t_ms, outcome.clone()));

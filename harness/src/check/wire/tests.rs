@@ -7,6 +7,7 @@ use super::model::WireModel;
 use super::{checks, WireSetup};
 use crate::check::tests::bounds;
 use crate::check::{Check, Verdict};
+use crate::fault::Verb;
 use crate::timeline::{Entry, What};
 
 mod demotion;
@@ -369,6 +370,86 @@ fn a_failed_check_must_close_the_lock_connection() {
     assert_eq!(build(Some(1210.0)).judge(name).verdict, Verdict::Valid);
     assert_eq!(build(None).judge(name).verdict, Verdict::Invalid);
     assert_eq!(build(Some(1900.0)).judge(name).verdict, Verdict::Invalid);
+}
+
+/// A failed check while the replica's process is frozen is closed within T of its thaw (or
+/// by the server before): CI's chaos seed 3, after the verbs were redrawn, partitioned its
+/// leader and froze it 0.1 ms later with a check in flight; the check failed during the freeze
+/// and the server closed the session at the orphan bound, 2.02T after the failure, which the
+/// check failed as a replica that kept its connection open.
+#[test]
+fn a_frozen_replica_closes_after_its_thaw() {
+    let build = |close: f64| {
+        let mut h = History::election(T, T, 1000.0);
+        h.ids += 1;
+        let (id, sql) = (h.ids, "SELECT 1".into());
+        let stmt = WireEvent::Statement {
+            id,
+            sql,
+            params: vec![],
+        };
+        h.wire(1000.0, "a", 1, stmt);
+        h.entries
+            .push(crate::check::tests::fault(1050.0, Verb::Freeze, "a", false));
+        h.entries
+            .push(crate::check::tests::fault(2000.0, Verb::Freeze, "a", true));
+        h.close(close, "a", 1);
+        h.locks(1000.0, 2500.0, Some((10, "a")));
+        h.said(2490.0, "b", 1, LOCK, "f");
+        h
+    };
+    let name = "lock connection closed after a failed check";
+    assert_eq!(
+        build(1700.0).judge(name).verdict,
+        Verdict::Valid,
+        "the server's"
+    );
+    assert_eq!(
+        build(2150.0).judge(name).verdict,
+        Verdict::Valid,
+        "after the thaw"
+    );
+    assert_eq!(build(2400.0).judge(name).verdict, Verdict::Invalid);
+}
+
+/// `partition-answers`: the proxy reads the server's answer before its toxics drop it, and the
+/// replica never gets it. A check answered on the wire while the replica's answers were lost is
+/// a failed check: the leader that closed its lock connection within T of its deadline passes,
+/// as one whose check got no answer at all (before, the history showed the check answered and
+/// the close as one with no failed check before it).
+#[test]
+fn an_answer_the_proxy_read_while_the_answers_were_lost_never_came() {
+    let build = |lost: bool| {
+        let mut h = History::election(T, T, 1000.0);
+        if lost {
+            h.entries.push(crate::check::tests::fault(
+                990.0,
+                Verb::PartitionAnswers,
+                "a",
+                false,
+            ));
+        }
+        h.said(1000.0, "a", 1, "SELECT 1", "1");
+        h.close(1210.0, "a", 1);
+        h.locks(1000.0, 2000.0, Some((10, "a")));
+        h.said(1990.0, "b", 1, LOCK, "f");
+        h
+    };
+    let name = "lock connection closed after a failed check";
+    assert_eq!(build(true).judge(name).verdict, Verdict::Valid);
+    let model = |h: History| {
+        let mut e = h.entries;
+        e.sort_by(|x, y| x.t_ms.total_cmp(&y.t_ms));
+        WireModel::of(&e)
+    };
+    let check_answered = |m: &WireModel| {
+        (m.conns.iter())
+            .find(|c| c.replica == "a" && c.id == 1)
+            .and_then(|c| c.statements.iter().find(|s| s.sent_ms == 1000.0))
+            .map(|s| s.answer.is_some())
+    };
+    assert_eq!(check_answered(&model(build(true))), Some(false));
+    assert_eq!(check_answered(&model(build(false))), Some(true));
 }
 
 /// X-WHO: the lock session carries its replica's name from the grant to its end; one without

@@ -157,12 +157,19 @@ mod tests {
                 "leader-check"
             ]
         );
-        assert_eq!(words::<Verb>().len(), 13);
-        assert_eq!(words::<Verb>()[6], "kill-backend");
+        assert_eq!(words::<Verb>().len(), 15);
+        assert_eq!(
+            words::<Verb>()[1..3],
+            ["partition-requests", "partition-answers"]
+        );
+        assert_eq!(words::<Verb>()[8], "kill-backend");
         assert!(words::<EventKind>().contains(&"check_refused"));
         let e = Verb::read("nuke").unwrap_err();
         assert!(
-            e.starts_with("unknown fault \"nuke\": expected one of partition, stall"),
+            e.starts_with(
+                "unknown fault \"nuke\": expected one of partition, partition-requests, \
+                 partition-answers, stall"
+            ),
             "{e}"
         );
         let e = Awaited::read("nope").unwrap_err();

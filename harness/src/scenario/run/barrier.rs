@@ -41,10 +41,51 @@ pub(super) fn lock_conn(entries: &[Entry], leader: &str) -> Option<u64> {
     found
 }
 
-/// Whether `sql` calls one of the functions that take an advisory lock.
+/// Whether `sql` calls one of the functions that take an advisory lock (any form: session or
+/// transaction, exclusive or shared, waiting or not).
 fn asks_for_the_lock(sql: &str) -> bool {
     let sql = sql.to_ascii_lowercase();
-    sql.contains("pg_try_advisory_lock") || sql.contains("pg_advisory_lock(")
+    [
+        "pg_try_advisory_",
+        "pg_advisory_lock",
+        "pg_advisory_xact_lock",
+    ]
+    .iter()
+    .any(|f| sql.contains(f))
+}
+
+/// A barrier before a scenario's first step: waits until every replica of `names` has asked
+/// for the lock on the wire (its first check, as its proxy read it), so that the steps' bounds
+/// count from an election under way, not from a delay since the processes were spawned, which
+/// a program's boot can use up (a Python replica's imports on a loaded machine took 1.1 s, and
+/// a first wait for a leader within 5T had given up before it asked). Gives up after `limit`,
+/// or as soon as `untapped` says no wire will come; returns the replicas that had not asked.
+pub(super) async fn first_asks(
+    timeline: &Timeline,
+    names: &[String],
+    limit: Duration,
+    untapped: impl Fn() -> bool,
+) -> Vec<String> {
+    let not_asked = |entries: &[Entry]| -> Vec<String> {
+        (names.iter())
+            .filter(|n| !entries.iter().any(|e| asks(e, n)))
+            .cloned()
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let left = not_asked(&timeline.entries());
+        if left.is_empty() || untapped() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(SEARCH_EVERY).await;
+    }
+}
+
+/// Whether `e` is a statement of `replica` that asks for the lock.
+fn asks(e: &Entry, replica: &str) -> bool {
+    matches!(&e.what, What::Wire { replica: r, event: WireEvent::Statement { sql, .. }, .. }
+        if r == replica && asks_for_the_lock(sql))
 }
 
 /// Whether `e` is an answer on `leader`'s connection `conn`.
@@ -154,6 +195,46 @@ mod tests {
         });
         let got = next_answer(&timeline, "r1", 10.0, Duration::from_secs(1)).await;
         assert_eq!(got.ok(), Some(40.0));
+    }
+
+    /// Before the first step: done once every replica asked for the lock (in whatever form),
+    /// at the moment the last one's call reached the timeline; given up at the limit with the
+    /// replica that never asked; at once when the proxies keep no journal.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn the_first_step_waits_for_each_replicas_first_lock_call() {
+        let timeline = Timeline::new();
+        let later = timeline.clone();
+        let ask = |replica: &str, sql: &str| What::Wire {
+            replica: replica.into(),
+            conn: 1,
+            event: statement(sql),
+        };
+        later.record(ask("r1", "SELECT 1"));
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            later.record(ask("r1", "SELECT pg_try_advisory_lock(1886156915, 1)"));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            later.record(ask("r2", "SELECT pg_try_advisory_xact_lock(1886156915, 1)"));
+        });
+        let names = ["r1".to_owned(), "r2".to_owned()];
+        let limit = Duration::from_secs(10);
+        let began = tokio::time::Instant::now();
+        assert!(first_asks(&timeline, &names, limit, || false)
+            .await
+            .is_empty());
+        let waited = began.elapsed();
+        assert!(waited >= Duration::from_millis(330), "{waited:?}");
+        assert!(
+            waited < Duration::from_millis(330) + SEARCH_EVERY * 2,
+            "{waited:?}"
+        );
+        let three = ["r1".to_owned(), "r3".to_owned()];
+        let began = tokio::time::Instant::now();
+        assert_eq!(first_asks(&timeline, &three, limit, || false).await, ["r3"]);
+        assert!(began.elapsed() >= limit);
+        let began = tokio::time::Instant::now();
+        assert_eq!(first_asks(&timeline, &three, limit, || true).await, ["r3"]);
+        assert_eq!(began.elapsed(), Duration::ZERO, "no wire will come");
     }
 
     #[test]

@@ -105,9 +105,14 @@ pub async fn run_after(
         topology = topology.after(queue.clone());
     }
     let mut session = Session::start(scenario, opts, topology).await?;
+    session.await_first_asks(scenario).await;
     let step_errors = session.play(&scenario.steps).await;
     session.finish(scenario, &step_errors).await
 }
+
+/// How long a scenario waits for its replicas' first lock calls before its first step
+/// ([`Session::await_first_asks`]): a program's boot, on a loaded machine.
+pub const FIRST_ASKS_WITHIN: Duration = Duration::from_secs(10);
 
 /// One scenario run in progress: its stage (topology, replicas, nemesis, samplers, timeline),
 /// the step player, and its evidence folder. [`run`] plays a file's steps at once; `harness
@@ -175,6 +180,23 @@ impl Session {
             played: 0,
             level: scenario.observes(&opts.program).level,
         })
+    }
+
+    /// Waits, before `scenario`'s first step, until each of its replicas that starts with the
+    /// run and reaches the database has asked for the lock on the wire (at most
+    /// [`FIRST_ASKS_WITHIN`]): its steps' bounds count from an election under way, whatever
+    /// a program's boot took. Nothing is judged here; a replica that never asks is left to the
+    /// checks.
+    pub async fn await_first_asks(&self, scenario: &Scenario) {
+        let names: Vec<String> = (scenario.replicas.iter())
+            .filter(|(_, d)| d.path.replica_path().is_some() && d.start_after.is_none())
+            .map(|(name, _)| name.clone())
+            .collect();
+        let stage = &self.player.stage;
+        let missing = stage.first_asks(&names, FIRST_ASKS_WITHIN).await;
+        if !missing.is_empty() {
+            tracing::info!(?missing, "no lock call on the wire before the first step");
+        }
     }
 
     /// Plays `steps` in order until one fails; returns what failed.

@@ -132,12 +132,20 @@ impl Stage {
         })
     }
 
-    /// How often the gauges and pg_locks are sampled.
     /// The wire read fast until the guard is dropped (a barrier on a wire event).
     pub(super) fn hurry_wire(&self) -> crate::observe::wire::Hurry {
         self.wire.hurry()
     }
 
+    /// Waits until each of `names` has asked for the lock on the wire, within `limit`
+    /// ([`super::barrier::first_asks`]); the replicas that had not.
+    pub(super) async fn first_asks(&self, names: &[String], limit: Duration) -> Vec<String> {
+        let _fast = self.wire.hurry();
+        let untapped = || self.wire.untapped();
+        super::barrier::first_asks(&self.timeline, names, limit, untapped).await
+    }
+
+    /// How often the gauges and pg_locks are sampled.
     pub(super) fn sample_every(&self) -> Duration {
         self.every
     }
