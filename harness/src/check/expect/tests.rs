@@ -831,3 +831,104 @@ fn a_reported_acquisition_is_timed_at_its_grant_on_the_wire() {
         "no grant before the event: {c:?}"
     );
 }
+
+/// RUN-6's `unlocked` is read on the wire where it was tapped: the target's release answered
+/// true after the step began. A clean-clone run three server tests at a time failed
+/// graceful-handover for ours: the leader's unlock was sent 36 ms after the SIGTERM and its
+/// connection closed 57 ms later, and the pg_locks sampler, starved for 150 ms under the load,
+/// first saw the row gone with its backend gone too: a session's end, "no unlocked by any after
+/// stop". A release answered false (the key was not held) is no unlock.
+#[test]
+fn an_unlock_is_read_on_the_wire() {
+    use wiretap::{Closer, Outcome, WireEvent};
+    let marks: Marks = [(
+        "stop".to_owned(),
+        Mark {
+            target: "r1".into(),
+            at_ms: 1_000.0,
+            began_ms: 1_000.0,
+        },
+    )]
+    .into();
+    let logs = BTreeMap::new();
+    let wire = |t_ms: f64, event: WireEvent| Entry {
+        t_ms,
+        what: What::Wire {
+            replica: "r1".into(),
+            conn: 1,
+            event,
+        },
+    };
+    let history = |answer: &str| {
+        vec![
+            wire(0.0, WireEvent::Opened),
+            Entry {
+                t_ms: 500.0,
+                what: What::Locks {
+                    rows: vec![(35, true, "r1".into())],
+                },
+            },
+            wire(
+                1_036.0,
+                WireEvent::Statement {
+                    id: 4,
+                    sql: "SELECT pg_advisory_unlock(1886156915, 1)".into(),
+                    params: vec![],
+                },
+            ),
+            wire(
+                1_040.0,
+                WireEvent::Answer {
+                    id: 4,
+                    outcome: Outcome::Done {
+                        tags: vec!["SELECT 1".into()],
+                        rows: 1,
+                        row: Some(vec![Some(answer.into())]),
+                    },
+                },
+            ),
+            wire(
+                1_093.0,
+                WireEvent::Closed {
+                    by: Closer::Client,
+                    terminate: false,
+                },
+            ),
+            Entry {
+                t_ms: 1_185.0,
+                what: What::LockLeft {
+                    replica: "r1".into(),
+                    pid: 35,
+                    backend_alive: false,
+                },
+            },
+        ]
+    };
+    let ex = Expectation {
+        clause: "RUN-6".into(),
+        expect: Expect::Event {
+            awaited: Awaited::Unlocked,
+            replica: Who::Any,
+            after: Some("stop".into()),
+            within: Some(Span::parse("1T").unwrap()),
+            not_before: None,
+            absent: false,
+        },
+    };
+    let tapped = crate::check::wire::WireSetup {
+        tapped: true,
+        ..Default::default()
+    };
+    let judge = |entries: &[Entry], wire| {
+        let f = Facts {
+            wire,
+            ..facts(entries, &marks, &logs)
+        };
+        decide_on(&ex, &f, Level::Events)
+    };
+    let c = judge(&history("t"), &tapped);
+    assert_eq!(c.verdict, Verdict::Valid, "{c:?}");
+    assert_eq!(c.figures["unlocked after"], "0.20T", "{c:?}");
+    assert_eq!(judge(&history("t"), &NO_WIRE).verdict, Verdict::Invalid);
+    assert_eq!(judge(&history("f"), &tapped).verdict, Verdict::Invalid);
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::on_the_wire::grant_answered_on_the_wire;
 use super::{check, ms, Awaited, Expect, Facts, Origin, Who};
-use crate::check::wire::model::{lock_closes, lock_connection_closes, WireModel};
+use crate::check::wire::model::{lock_closes, lock_connection_closes, Stmt, WireModel, GRANTED};
 use crate::check::{in_t, t_of, Bounds, Check, Measure, Unit, Verdict, Window};
 use crate::event::EventKind;
 use crate::level::Level;
@@ -195,13 +195,44 @@ fn seen(
         });
     }
     let e = (facts.entries.iter())
-        .find(|e| e.t_ms >= from.search_ms && observed(e, awaited, who, from, facts.marks))?;
+        .find(|e| e.t_ms >= from.search_ms && observed(e, awaited, who, from, facts.marks));
+    let on_wire = match awaited {
+        Awaited::Unlocked => unlocked_on_the_wire(from, facts, model),
+        _ => None,
+    };
+    if let Some(at_ms) = on_wire.filter(|at| e.is_none_or(|e| *at <= e.t_ms)) {
+        return Some(Seen {
+            at_ms,
+            error_ms: 0.0,
+            reported_late_ms: None,
+        });
+    }
+    let e = e?;
     let granted = granted_before(e, facts, model);
     Some(Seen {
         at_ms: granted.unwrap_or(e.t_ms),
         error_ms: 0.0,
         reported_late_ms: granted.map(|g| e.t_ms - g),
     })
+}
+
+/// RUN-6's `unlocked`, on the wire: when the first release by the step's target, sent after
+/// the step began, was answered true (the server let the key go then), whatever pg_locks'
+/// samples caught: under load a sampler can miss the moments between an unlock and the close
+/// that follows it, and see the row and its backend gone together, as a session's end.
+fn unlocked_on_the_wire(from: &Origin, facts: &Facts, model: &WireModel) -> Option<f64> {
+    let target = &from.mark.filter(|_| facts.wire.tapped)?.target;
+    let released = |s: &&Stmt| {
+        (s.row().and_then(|r| r.first().cloned().flatten()))
+            .is_some_and(|v| GRANTED.contains(&v.trim()))
+    };
+    (model.conns.iter())
+        .filter(|c| &c.replica == target)
+        .flat_map(|c| c.statements.iter())
+        .filter(|s| s.unlocks() && s.sent_ms >= from.search_ms)
+        .filter(released)
+        .filter_map(|s| s.answer.as_ref().map(|(at, _)| *at))
+        .min_by(f64::total_cmp)
 }
 
 /// What a message adds on how an event was seen: from outside with its sampling error, or
