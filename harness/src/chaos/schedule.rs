@@ -75,14 +75,10 @@ enum Strike {
 }
 
 /// The link verbs both strikes draw from, first in their lists (a seed's draws follow the order).
-const LINK: [Verb; 6] = [
-    Verb::Partition,
-    Verb::PartitionRequests,
-    Verb::PartitionAnswers,
-    Verb::Stall,
-    Verb::Reset,
-    Verb::Disable,
-];
+/// The one-way partitions (`partition-requests`, `partition-answers`) are not drawn yet: their
+/// first chaos runs found two defects of the harness and a misread grant its replica never
+/// heard of (each fixed, each a test); they join the draws after a soak of them passes.
+const LINK: [Verb; 4] = [Verb::Partition, Verb::Stall, Verb::Reset, Verb::Disable];
 
 /// What the leader may be struck with first: every verb and worker fault.
 fn first_strikes() -> Vec<Strike> {
@@ -733,9 +729,15 @@ mod tests {
                 }
             }
         }
-        // A stray unlock is survived only with X-VERIFY, beyond the spec: chaos never draws it.
+        // A stray unlock is survived only with X-VERIFY, beyond the spec: chaos never draws it;
+        // nor the one-way partitions yet (see `LINK`).
+        let one_way = [
+            Verb::Unlock,
+            Verb::PartitionRequests,
+            Verb::PartitionAnswers,
+        ];
         let drawn: Vec<Verb> = (Verb::ALL.into_iter())
-            .filter(|v| *v != Verb::Unlock)
+            .filter(|v| !one_way.contains(v))
             .collect();
         assert_eq!(verbs.into_iter().collect::<Vec<_>>(), drawn);
         assert_eq!(workers.len(), 3, "{workers:?}");

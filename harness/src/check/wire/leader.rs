@@ -29,7 +29,12 @@ fn after_grant<'a>(w: &'a Wire, l: &LockSession) -> &'a [Stmt] {
 /// connection closes (JasperFx/wolverine#2691 shipped this).
 pub(super) fn leader_checks_take_no_lock(w: &Wire) -> Check {
     let (mut n, mut bad) = (0usize, Vec::new());
-    for l in visible(w) {
+    // A grant whose answer never reached the replica (its answers were lost) is no term of its:
+    // it queued again on that session without knowing it held the key.
+    let heard = |l: &&LockSession| {
+        (w.conns[l.conn].statements.get(l.grant)).is_some_and(|g| g.answer.is_some())
+    };
+    for l in visible(w).filter(heard) {
         n += 1;
         let relock = held_statements(w, l).find(|s| s.asks());
         if let Some(s) = relock {

@@ -229,3 +229,29 @@ fn a_process_that_never_checked_in_half_an_interval_fails_run_1() {
         .expect("the check");
     assert_eq!(c.verdict, Verdict::Invalid, "{c}");
 }
+
+/// A grant the replica never heard of is no term of its: a queued standby (X-WAKE) whose link
+/// lost the server's answers (`partition-answers`) was granted on the server, got no answer,
+/// and queued again on the same session, which stacks one more hold. That is no leader's check
+/// (CI's chaos seed 3 with the one-way verbs failed RUN-5 on it); the same call on a session
+/// whose grant was answered is.
+#[test]
+fn a_grant_never_answered_to_its_replica_is_no_leaders_session() {
+    const WAIT: &str = "SELECT pg_advisory_lock(1886156915, 1)";
+    let build = |answered: bool| {
+        let mut h = History::election(T, T, 900.0);
+        h.close(950.0, "a", 1);
+        h.open(0.0, "b", 2, 30);
+        if answered {
+            h.said(1_000.0, "b", 2, WAIT, "");
+        } else {
+            h.unanswered(1_000.0, "b", 2, WAIT);
+        }
+        h.unanswered(1_300.0, "b", 2, WAIT);
+        h.locks(1_100.0, 2_000.0, Some((30, "b")));
+        h
+    };
+    let name = "leader checks take no lock";
+    assert_eq!(build(false).judge(name).verdict, Verdict::Valid);
+    assert_eq!(build(true).judge(name).verdict, Verdict::Invalid);
+}
